@@ -1,0 +1,99 @@
+// Types shared by the engine, the transports and the public API.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mooncake::tent {
+
+using SegmentID = uint64_t;
+using BatchID = uint64_t;
+using Location = std::string;
+
+// The engine's own segment; openSegment() never returns it for a peer.
+static constexpr SegmentID LOCAL_SEGMENT_ID = 0;
+static const Location kWildcardLocation = "*";
+
+// Values are serialized (segment descriptors, the C API), so new transports
+// are appended before the sentinel and existing values never move.
+enum TransportType : int {
+    UNSPEC = 0,
+    RDMA = 1,
+    MNNVL = 2,
+    SHM = 3,
+    NVLINK = 4,
+    GDS = 5,
+    IOURING = 6,
+    TCP = 7,
+    AscendDirect = 8,
+    SUNRISE_LINK = 9,
+    TPU = 10,
+    UB = 11,
+    MPCOMM = 12,
+    kSupportedTransportTypes = 13,
+};
+
+// Lower-case config name ("tcp", "mpcomm", ...); "unspec" for UNSPEC and
+// for values outside the enum.
+const char* transportTypeName(TransportType type);
+// Case-insensitive inverse of transportTypeName(); unknown names -> UNSPEC.
+TransportType parseTransportType(const std::string& name);
+
+enum TransferStatusEnum {
+    INITIAL,
+    PENDING,
+    INVALID,
+    CANCELED,
+    COMPLETED,
+    TIMEOUT,
+    FAILED,
+};
+const char* transferStatusName(TransferStatusEnum s);
+
+struct TransferStatus {
+    TransferStatusEnum s = INITIAL;
+    size_t transferred_bytes = 0;
+};
+
+struct Request {
+    enum OpCode { READ = 0, WRITE = 1 };
+    OpCode opcode = READ;
+    void* source = nullptr;
+    SegmentID target_id = LOCAL_SEGMENT_ID;
+    // Absolute address in the target segment's address space.
+    uint64_t target_offset = 0;
+    size_t length = 0;
+    int priority = 0;
+    // Overrides policy and buffer order when not UNSPEC.
+    TransportType transport_hint = UNSPEC;
+};
+
+enum Permission {
+    kLocalReadWrite = 0,
+    kGlobalReadOnly = 1,
+    kGlobalReadWrite = 2,
+};
+
+struct MemoryOptions {
+    Location location = kWildcardLocation;
+    Permission perm = kGlobalReadWrite;
+    // The transport the caller intends to use (tebench --xport_type); UNSPEC
+    // registers with every loaded transport.
+    TransportType type = UNSPEC;
+    bool internal = false;
+};
+
+struct SegmentInfo {
+    enum Type { Memory, File };
+    struct Buffer {
+        uint64_t base = 0;
+        size_t length = 0;
+        Location location;
+    };
+    Type type = Memory;
+    std::vector<Buffer> buffers;
+};
+
+}  // namespace mooncake::tent

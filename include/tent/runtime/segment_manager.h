@@ -1,0 +1,84 @@
+// SegmentManager: the local segment descriptor and the remote ones we use.
+//
+// Local: getLocal() hands out immutable snapshots (copy-on-write). The only
+// way to change the descriptor is updateLocal(mutator), which runs the
+// mutator on a private copy and publishes it only if the mutator succeeds;
+// concurrent updates are serialized, none is lost. synchronizeLocal() makes
+// the latest snapshot visible to peers (with p2p metadata the RPC server
+// serves getLocal() on demand, so it is a publication barrier).
+//
+// Remote: openRemote() resolves a segment name through the fetcher and
+// assigns a SegmentID (never LOCAL_SEGMENT_ID; reopening a closed name gives
+// a fresh id). getRemoteCached() serves from a per-thread cache whose
+// entries live for `cache_ttl`; invalidateRemote() drops every thread's
+// entry for that id.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "tent/runtime/segment.h"
+
+namespace mooncake::tent {
+
+// Fetches a peer's descriptor by segment name (p2p: "host:port" -> RPC).
+class SegmentFetcher {
+   public:
+    virtual ~SegmentFetcher() = default;
+    virtual Status fetch(const std::string& segment_name, SegmentDesc& out) = 0;
+};
+
+class SegmentManager {
+   public:
+    using Mutator = std::function<Status(SegmentDesc&)>;
+
+    SegmentManager(std::string local_segment_name,
+                   std::shared_ptr<SegmentFetcher> fetcher,
+                   std::chrono::milliseconds cache_ttl =
+                       std::chrono::milliseconds(10000));
+    ~SegmentManager();
+
+    const std::string& localName() const { return local_name_; }
+
+    SegmentDescRef getLocal() const;
+    Status updateLocal(const Mutator& mutator);
+    Status synchronizeLocal();
+    // Number of synchronizeLocal() calls that published a new snapshot.
+    uint64_t publishedVersion() const { return published_version_.load(); }
+
+    Status openRemote(SegmentID& handle, const std::string& segment_name);
+    Status closeRemote(SegmentID handle);
+    // Name of an open segment; NotFound for unknown ids.
+    Status getRemoteName(SegmentID handle, std::string& name) const;
+    // LOCAL_SEGMENT_ID yields getLocal().
+    Status getRemoteCached(SegmentID handle, SegmentDescRef& desc);
+    // Always fetches and refreshes the calling thread's cache.
+    Status getRemote(SegmentID handle, SegmentDescRef& desc);
+    Status invalidateRemote(SegmentID handle);
+
+    void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
+
+   private:
+    struct OpenSegment;
+    const std::string local_name_;
+    std::shared_ptr<SegmentFetcher> fetcher_;
+    std::atomic<int64_t> ttl_ms_;
+    const uint64_t instance_id_;
+
+    mutable std::mutex local_mu_;  // guards local_ (pointer swap)
+    std::mutex update_mu_;         // serializes updateLocal()
+    SegmentDescRef local_;
+    std::atomic<uint64_t> local_version_{0};
+    std::atomic<uint64_t> published_version_{0};
+
+    mutable std::mutex remote_mu_;
+    std::unordered_map<SegmentID, std::shared_ptr<OpenSegment>> remote_;
+    SegmentID next_id_ = 1;
+};
+
+}  // namespace mooncake::tent

@@ -1,0 +1,98 @@
+// Transport: what every data path (tcp, shm, mpcomm) implements.
+//
+// Lifecycle: construct -> install() -> addMemoryBuffer()* ->
+// allocateSubBatch/submitTransferTasks/getTransferStatus ... ->
+// uninstall() -> destroy. uninstall() must be safe with tasks in flight:
+// afterwards their status reads FAILED, never hangs, never touches freed
+// state. Optional operations fail the same way, from this base, with
+// NotImplemented naming the transport and the operation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tent/common/config.h"
+#include "tent/common/status.h"
+#include "tent/common/types.h"
+#include "tent/runtime/segment.h"
+#include "tent/runtime/segment_manager.h"
+#include "tent/runtime/topology.h"
+
+namespace mooncake::tent {
+
+struct TransportCapabilities {
+    bool dram_to_dram = false;
+    bool dram_to_gpu = false;
+    bool gpu_to_dram = false;
+    bool gpu_to_gpu = false;
+};
+
+class Transport {
+   public:
+    // A transport's slice of a user batch. Task ids are indices into the
+    // order in which requests were submitted to this sub-batch.
+    struct SubBatch {
+        virtual ~SubBatch() = default;
+        virtual size_t size() const = 0;
+    };
+    using SubBatchRef = SubBatch*;
+
+    virtual ~Transport() = default;
+
+    virtual Status install(std::string& local_segment_name,
+                           std::shared_ptr<SegmentManager> metadata,
+                           std::shared_ptr<Topology> local_topology,
+                           std::shared_ptr<Config> conf = nullptr);
+    virtual Status uninstall();
+
+    const TransportCapabilities& capabilities() const { return caps_; }
+
+    virtual Status allocateSubBatch(SubBatchRef& batch, size_t max_size) = 0;
+    virtual Status freeSubBatch(SubBatchRef& batch) = 0;
+    // Requests beyond the sub-batch capacity: TooManyRequests, nothing
+    // submitted. A request that cannot be issued fails its own task only.
+    virtual Status submitTransferTasks(
+        SubBatchRef batch, const std::vector<Request>& request_list) = 0;
+    virtual Status getTransferStatus(SubBatchRef batch, int task_id,
+                                     TransferStatus& status) = 0;
+
+    virtual bool supportsCancellation() const { return false; }
+    virtual Status cancelTransferTasks(SubBatchRef batch, int task_id);
+
+    // Registers `desc` with this transport; on success the transport
+    // appends its type to desc.transports.
+    virtual Status addMemoryBuffer(BufferDesc& desc,
+                                   const MemoryOptions& options);
+    virtual Status addMemoryBuffer(std::vector<BufferDesc>& desc_list,
+                                   const MemoryOptions& options);
+    virtual Status removeMemoryBuffer(BufferDesc& desc);
+
+    virtual bool supportNotification() const { return false; }
+    virtual Status sendNotification(SegmentID target,
+                                    const std::string& message);
+
+    virtual const char* getName() const = 0;
+    virtual TransportType getType() const = 0;
+
+   protected:
+    Status unsupported(const char* operation) const;
+
+    TransportCapabilities caps_;
+};
+
+// One row per transport compiled into this tree. The engine walks this
+// table in getSupportedTransports() order, consults the `config_gate`
+// (transports/<name>/enable, default `enabled_by_default`) and installs
+// what `factory` builds.
+struct TransportEntry {
+    const char* name;
+    TransportType type;
+    bool enabled_by_default;
+    std::unique_ptr<Transport> (*factory)();
+};
+// MNNVL, NVLINK, RDMA, SUNRISE_LINK, AscendDirect, SHM, TCP, GDS, MPCOMM,
+// TPU order; only rows compiled into this tree are present.
+const std::vector<TransportEntry>& transportTable();
+
+}  // namespace mooncake::tent
