@@ -40,9 +40,9 @@ class Config {
     template <typename T>
     T get(const std::string& path, const T& default_value) const;
     // get("a/b", "x") with a string literal default.
-    std::string get(const std::string& path, const char* default_value) const {
-        return get<std::string>(path, std::string(default_value));
-    }
+    // Defined below the specializations: calling get<std::string> here
+    // would instantiate the primary template before they are declared.
+    std::string get(const std::string& path, const char* default_value) const;
     Json::Value getValue(const std::string& path) const;
     bool has(const std::string& path) const;
 
@@ -76,5 +76,10 @@ double Config::get<double>(const std::string&, const double&) const;
 template <>
 std::string Config::get<std::string>(const std::string&,
                                      const std::string&) const;
+
+inline std::string Config::get(const std::string& path,
+                               const char* default_value) const {
+    return get<std::string>(path, std::string(default_value));
+}
 
 }  // namespace mooncake::tent

@@ -75,6 +75,8 @@ class SegmentManager {
     SegmentDescRef local_;
     std::atomic<uint64_t> local_version_{0};
     std::atomic<uint64_t> published_version_{0};
+    // local_version_ as of the last synchronizeLocal() that published.
+    std::atomic<uint64_t> synced_local_version_{0};
 
     mutable std::mutex remote_mu_;
     std::unordered_map<SegmentID, std::shared_ptr<OpenSegment>> remote_;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages this tree builds against, when missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libgoogle-glog-dev libgflags-dev libjsoncpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libasio-dev libibverbs-dev libnuma-dev
+  pybind11-dev python3-dev python3
+  binutils procps
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install_deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,36 @@
+# Shared build steps for the README commands; source it, don't run it.
+#   ROOT            repository root
+#   JOBS            parallel build jobs (default: nproc)
+#   BUILD_OFF       USE_MPCOMM=OFF build dir      (default build)
+#   BUILD_SOFT      softmpcomm build dir          (default build-softmpcomm)
+#   SOFT_PREFIX     softmpcomm install prefix     (default .prefix/softmpcomm)
+#   BUILD_ON        USE_MPCOMM=ON build dir       (default build-mpcomm)
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+JOBS="${JOBS:-$(nproc)}"
+BUILD_OFF="${BUILD_OFF:-$ROOT/build}"
+BUILD_SOFT="${BUILD_SOFT:-$ROOT/build-softmpcomm}"
+SOFT_PREFIX="${SOFT_PREFIX:-$ROOT/.prefix/softmpcomm}"
+BUILD_ON="${BUILD_ON:-$ROOT/build-mpcomm}"
+
+step() { echo; echo "==> $*"; }
+
+build_off() {
+  step "configure + build USE_MPCOMM=OFF in $BUILD_OFF"
+  cmake -S "$ROOT" -B "$BUILD_OFF" -DUSE_MPCOMM=OFF -DBUILD_UNIT_TESTS=ON
+  cmake --build "$BUILD_OFF" -j"$JOBS"
+}
+
+build_softmpcomm() {
+  step "build softmpcomm and install it into $SOFT_PREFIX"
+  cmake -S "$ROOT/tests/softmpcomm" -B "$BUILD_SOFT" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake --build "$BUILD_SOFT" -j"$JOBS"
+  cmake --install "$BUILD_SOFT" --prefix "$SOFT_PREFIX" >/dev/null
+}
+
+build_on() {
+  step "configure + build USE_MPCOMM=ON against $SOFT_PREFIX in $BUILD_ON"
+  cmake -S "$ROOT" -B "$BUILD_ON" -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_PREFIX" \
+    -DBUILD_UNIT_TESTS=ON
+  cmake --build "$BUILD_ON" -j"$JOBS"
+  export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The test job: installs what it needs, then builds and tests both
+# configurations:
+#   1. USE_MPCOMM=OFF (the boundary suite against the mock adapter, the
+#      runtime suites, the configure-time checks);
+#   2. softmpcomm's own suite, then USE_MPCOMM=ON against the softmpcomm
+#      prefix (boundary + functional suites, DT_NEEDED checks) and a short
+#      tebench smoke over mpcomm with --check_consistency=true.
+# Env: JOBS.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
+
+"$ROOT/scripts/install_deps.sh"
+
+build_off
+step "ctest (USE_MPCOMM=OFF)"
+ctest --test-dir "$BUILD_OFF" --output-on-failure -j"$JOBS"
+
+build_softmpcomm
+step "ctest (softmpcomm)"
+ctest --test-dir "$BUILD_SOFT" --output-on-failure
+
+build_on
+step "DT_NEEDED on libmpcomm.so.1"
+for bin in "$BUILD_ON/src/libtent.so" "$BUILD_ON/benchmark/tebench"; do
+  if ! readelf -d "$bin" | grep -q 'NEEDED.*\[libmpcomm\.so\.1\]'; then
+    echo "run_tests: $bin has no DT_NEEDED on libmpcomm.so.1" >&2
+    exit 1
+  fi
+  echo "$(basename "$bin"): NEEDED libmpcomm.so.1"
+done
+
+step "tebench smoke over mpcomm"
+"$ROOT/scripts/tebench_pair.sh" "$BUILD_ON/benchmark/tebench" mpcomm \
+  --op_type=mix --check_consistency=true \
+  --start_block_size=65536 --max_block_size=262144 \
+  --start_batch_size=4 --max_batch_size=4 \
+  --start_num_threads=2 --max_num_threads=2 --duration=1
+
+step "ctest (USE_MPCOMM=ON, softmpcomm)"
+# With a provider present the functional suite must run, not skip.
+TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
+  ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"

@@ -1,0 +1,261 @@
+#include "tent/common/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+
+namespace mooncake::tent {
+
+namespace {
+
+// "a//b/" and "/a/b" address the same key as "a/b": empty components are
+// skipped so that callers composing paths need not care about separators.
+std::vector<std::string> splitPath(const std::string& path) {
+    std::vector<std::string> parts;
+    std::string current;
+    for (char c : path) {
+        if (c == '/') {
+            if (!current.empty()) parts.push_back(std::move(current));
+            current.clear();
+        } else {
+            current.push_back(c);
+        }
+    }
+    if (!current.empty()) parts.push_back(std::move(current));
+    return parts;
+}
+
+const char* jsonTypeName(const Json::Value& v) {
+    switch (v.type()) {
+        case Json::nullValue:
+            return "null";
+        case Json::intValue:
+        case Json::uintValue:
+            return "integer";
+        case Json::realValue:
+            return "number";
+        case Json::stringValue:
+            return "string";
+        case Json::booleanValue:
+            return "boolean";
+        case Json::arrayValue:
+            return "array";
+        case Json::objectValue:
+            return "object";
+    }
+    return "unknown";
+}
+
+Status parseObject(const std::string& text, const std::string& source,
+                   Json::Value& out) {
+    Json::CharReaderBuilder builder;
+    builder["collectComments"] = false;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    std::string errs;
+    Json::Value parsed;
+    if (!reader->parse(text.data(), text.data() + text.size(), &parsed,
+                       &errs)) {
+        while (!errs.empty() && (errs.back() == '\n' || errs.back() == ' '))
+            errs.pop_back();
+        return Status::MalformedJson("invalid JSON in " + source + ": " +
+                                     errs);
+    }
+    if (!parsed.isObject()) {
+        return Status::MalformedJson("configuration in " + source +
+                                     " must be a JSON object, got " +
+                                     jsonTypeName(parsed));
+    }
+    out = std::move(parsed);
+    return Status::OK();
+}
+
+Status readFile(const std::string& path, std::string& text) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return Status::InvalidArgument("cannot open configuration file " +
+                                       path + ": " + std::strerror(errno));
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) {
+        return Status::IoError("cannot read configuration file " + path);
+    }
+    text = ss.str();
+    return Status::OK();
+}
+
+}  // namespace
+
+Config::Config(const Config& other) {
+    std::shared_lock<std::shared_mutex> lock(other.mu_);
+    root_ = other.root_;
+}
+
+Config& Config::operator=(const Config& other) {
+    if (this == &other) return *this;
+    Json::Value copy;
+    {
+        std::shared_lock<std::shared_mutex> lock(other.mu_);
+        copy = other.root_;
+    }
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    root_ = std::move(copy);
+    return *this;
+}
+
+Status Config::loadText(const std::string& json_text,
+                        const std::string& source) {
+    Json::Value parsed;
+    CHECK_STATUS(parseObject(json_text, source, parsed));
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    root_ = std::move(parsed);
+    return Status::OK();
+}
+
+Status Config::loadFile(const std::string& path) {
+    std::string text;
+    CHECK_STATUS(readFile(path, text));
+    return loadText(text, path);
+}
+
+const std::vector<std::string>& Config::identityKeys() {
+    static const std::vector<std::string> keys = {
+        "metadata_type", "metadata_servers", "local_segment_name",
+        "rpc_server_hostname", "rpc_server_port"};
+    return keys;
+}
+
+Status Config::applyEnvOverride() {
+    const char* env = std::getenv("MC_TENT_CONF");
+    if (!env || !*env) return Status::OK();
+    std::string value(env);
+    size_t first = value.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return Status::OK();
+
+    Json::Value parsed;
+    if (value[first] == '{') {
+        CHECK_STATUS(parseObject(value, "MC_TENT_CONF", parsed));
+    } else {
+        std::string text;
+        Status s = readFile(value, text);
+        if (!s.ok()) {
+            return Status(s.code(), "MC_TENT_CONF: " + s.message());
+        }
+        CHECK_STATUS(parseObject(text, "MC_TENT_CONF file " + value, parsed));
+    }
+
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    for (const std::string& key : identityKeys()) {
+        if (!parsed.isMember(key) && root_.isMember(key)) {
+            parsed[key] = root_[key];
+        }
+    }
+    root_ = std::move(parsed);
+    return Status::OK();
+}
+
+const Json::Value* Config::find(const std::string& path) const {
+    const Json::Value* node = &root_;
+    for (const std::string& part : splitPath(path)) {
+        if (!node->isObject()) return nullptr;
+        node = node->find(part.data(), part.data() + part.size());
+        if (!node) return nullptr;
+    }
+    return node;
+}
+
+Json::Value Config::getValue(const std::string& path) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    return v ? *v : Json::Value();
+}
+
+bool Config::has(const std::string& path) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    return find(path) != nullptr;
+}
+
+void Config::set(const std::string& path, const Json::Value& value) {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    std::vector<std::string> parts = splitPath(path);
+    if (parts.empty()) {
+        // Only an object may become the root: get() paths assume one.
+        if (value.isObject()) root_ = value;
+        return;
+    }
+    Json::Value* node = &root_;
+    for (const std::string& part : parts) {
+        // A scalar in the way of a deeper key is replaced by an object,
+        // as the caller's intent is clearly the nested key.
+        if (!node->isObject()) *node = Json::Value(Json::objectValue);
+        node = &(*node)[part];
+    }
+    *node = value;
+}
+
+std::string Config::dump() const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    Json::StreamWriterBuilder builder;
+    builder["indentation"] = "  ";
+    return Json::writeString(builder, root_);
+}
+
+template <>
+bool Config::get<bool>(const std::string& path,
+                       const bool& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    return (v && v->isBool()) ? v->asBool() : default_value;
+}
+
+template <>
+int Config::get<int>(const std::string& path, const int& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
+        return default_value;
+    return v->isInt() ? v->asInt() : default_value;
+}
+
+template <>
+int64_t Config::get<int64_t>(const std::string& path,
+                             const int64_t& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
+        return default_value;
+    return v->isInt64() ? static_cast<int64_t>(v->asInt64()) : default_value;
+}
+
+template <>
+uint64_t Config::get<uint64_t>(const std::string& path,
+                               const uint64_t& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
+        return default_value;
+    return v->isUInt64() ? static_cast<uint64_t>(v->asUInt64())
+                         : default_value;
+}
+
+template <>
+double Config::get<double>(const std::string& path,
+                           const double& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    return (v && v->isNumeric()) ? v->asDouble() : default_value;
+}
+
+template <>
+std::string Config::get<std::string>(const std::string& path,
+                                     const std::string& default_value) const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    const Json::Value* v = find(path);
+    return (v && v->isString()) ? v->asString() : default_value;
+}
+
+}  // namespace mooncake::tent

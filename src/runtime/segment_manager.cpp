@@ -1,0 +1,264 @@
+#include "tent/runtime/segment_manager.h"
+
+#include <map>
+#include <utility>
+
+namespace mooncake::tent {
+
+struct SegmentManager::OpenSegment {
+    explicit OpenSegment(std::string n) : name(std::move(n)) {}
+    const std::string name;
+    // Bumped by invalidateRemote()/closeRemote(); a thread's cache entry is
+    // valid only while it carries the current value, which is how one
+    // thread drops every other thread's cached copy without touching their
+    // thread_local storage.
+    std::atomic<uint64_t> generation{0};
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Process-wide, never reused: a manager created at the address of a
+// destroyed one must not see that one's thread_local entries.
+std::atomic<uint64_t> g_next_instance_id{1};
+
+struct CacheEntry {
+    SegmentDescRef desc;
+    Clock::time_point expiry;
+    uint64_t generation = 0;
+    // Identifies the open segment the entry was filled for; an id that was
+    // closed and is no longer in the manager expires the entry.
+    std::weak_ptr<void> segment;
+};
+
+// Keyed by (instance id, segment id).
+using ThreadCache = std::map<std::pair<uint64_t, SegmentID>, CacheEntry>;
+
+ThreadCache& threadCache() {
+    thread_local ThreadCache cache;
+    return cache;
+}
+
+// Entries of closed segments or destroyed managers are only dropped here,
+// so the cache cannot grow without bound in a long-lived thread.
+void pruneThreadCache(ThreadCache& cache) {
+    constexpr size_t kPruneThreshold = 256;
+    if (cache.size() < kPruneThreshold) return;
+    for (auto it = cache.begin(); it != cache.end();) {
+        if (it->second.segment.expired()) {
+            it = cache.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+}  // namespace
+
+SegmentManager::SegmentManager(std::string local_segment_name,
+                               std::shared_ptr<SegmentFetcher> fetcher,
+                               std::chrono::milliseconds cache_ttl)
+    : local_name_(std::move(local_segment_name)),
+      fetcher_(std::move(fetcher)),
+      ttl_ms_(cache_ttl.count()),
+      instance_id_(g_next_instance_id.fetch_add(1)) {
+    auto initial = std::make_shared<SegmentDesc>();
+    initial->name = local_name_;
+    initial->type = SegmentType::Memory;
+    local_ = std::move(initial);
+}
+
+SegmentManager::~SegmentManager() = default;
+
+SegmentDescRef SegmentManager::getLocal() const {
+    std::lock_guard<std::mutex> lock(local_mu_);
+    return local_;
+}
+
+Status SegmentManager::updateLocal(const Mutator& mutator) {
+    std::lock_guard<std::mutex> update_lock(update_mu_);
+    // update_mu_ keeps local_ stable between this read and the swap below,
+    // so no concurrent update can be lost.
+    auto copy = std::make_shared<SegmentDesc>(*getLocal());
+    Status status = mutator(*copy);
+    if (!status.ok()) return status;
+    {
+        std::lock_guard<std::mutex> lock(local_mu_);
+        local_ = std::move(copy);
+    }
+    local_version_.fetch_add(1, std::memory_order_release);
+    return Status::OK();
+}
+
+Status SegmentManager::synchronizeLocal() {
+    // With p2p metadata the RPC server reads getLocal() per request, so the
+    // latest snapshot is already what peers get; this only records that a
+    // new one was published.
+    uint64_t current = local_version_.load(std::memory_order_acquire);
+    uint64_t synced = synced_local_version_.load(std::memory_order_acquire);
+    while (synced < current) {
+        if (synced_local_version_.compare_exchange_weak(synced, current)) {
+            published_version_.fetch_add(1);
+            break;
+        }
+    }
+    return Status::OK();
+}
+
+Status SegmentManager::openRemote(SegmentID& handle,
+                                  const std::string& segment_name) {
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        for (const auto& [id, seg] : remote_) {
+            if (seg->name == segment_name) {
+                handle = id;
+                return Status::OK();
+            }
+        }
+    }
+    if (!fetcher_) {
+        return Status::InvalidArgument("cannot open segment " + segment_name +
+                                       ": no segment fetcher configured");
+    }
+    auto desc = std::make_shared<SegmentDesc>();
+    Status status = fetcher_->fetch(segment_name, *desc);
+    if (!status.ok()) {
+        return Status(status.code(), "cannot open segment " + segment_name +
+                                         ": " + status.message());
+    }
+    auto seg = std::make_shared<OpenSegment>(segment_name);
+    SegmentID id;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        // Another thread may have opened the same name while we fetched.
+        for (const auto& [existing_id, existing] : remote_) {
+            if (existing->name == segment_name) {
+                handle = existing_id;
+                return Status::OK();
+            }
+        }
+        id = next_id_++;
+        remote_[id] = seg;
+    }
+    CacheEntry& entry = threadCache()[{instance_id_, id}];
+    entry.desc = std::move(desc);
+    entry.expiry = Clock::now() + std::chrono::milliseconds(ttl_ms_.load());
+    entry.generation = seg->generation.load(std::memory_order_acquire);
+    entry.segment = seg;
+    handle = id;
+    return Status::OK();
+}
+
+Status SegmentManager::closeRemote(SegmentID handle) {
+    std::shared_ptr<OpenSegment> seg;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        auto it = remote_.find(handle);
+        if (it == remote_.end()) {
+            return Status::InvalidArgument("unknown segment id " +
+                                           std::to_string(handle));
+        }
+        seg = std::move(it->second);
+        remote_.erase(it);
+    }
+    seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    threadCache().erase({instance_id_, handle});
+    return Status::OK();
+}
+
+Status SegmentManager::getRemoteName(SegmentID handle,
+                                     std::string& name) const {
+    if (handle == LOCAL_SEGMENT_ID) {
+        name = local_name_;
+        return Status::OK();
+    }
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    auto it = remote_.find(handle);
+    if (it == remote_.end()) {
+        return Status::NotFound("unknown segment id " +
+                                std::to_string(handle));
+    }
+    name = it->second->name;
+    return Status::OK();
+}
+
+Status SegmentManager::getRemoteCached(SegmentID handle,
+                                       SegmentDescRef& desc) {
+    if (handle == LOCAL_SEGMENT_ID) {
+        desc = getLocal();
+        return Status::OK();
+    }
+    std::shared_ptr<OpenSegment> seg;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        auto it = remote_.find(handle);
+        if (it == remote_.end()) {
+            return Status::InvalidArgument("unknown segment id " +
+                                           std::to_string(handle));
+        }
+        seg = it->second;
+    }
+    ThreadCache& cache = threadCache();
+    auto it = cache.find({instance_id_, handle});
+    if (it != cache.end()) {
+        const CacheEntry& entry = it->second;
+        bool same_segment = entry.segment.lock() == seg;
+        bool current = entry.generation ==
+                       seg->generation.load(std::memory_order_acquire);
+        if (same_segment && current && Clock::now() < entry.expiry) {
+            desc = entry.desc;
+            return Status::OK();
+        }
+    }
+    return getRemote(handle, desc);
+}
+
+Status SegmentManager::getRemote(SegmentID handle, SegmentDescRef& desc) {
+    if (handle == LOCAL_SEGMENT_ID) {
+        desc = getLocal();
+        return Status::OK();
+    }
+    std::shared_ptr<OpenSegment> seg;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        auto it = remote_.find(handle);
+        if (it == remote_.end()) {
+            return Status::InvalidArgument("unknown segment id " +
+                                           std::to_string(handle));
+        }
+        seg = it->second;
+    }
+    // Read before fetching: an invalidation that races with the fetch leaves
+    // the entry stale, so the next call fetches again instead of trusting it.
+    uint64_t generation = seg->generation.load(std::memory_order_acquire);
+    auto fetched = std::make_shared<SegmentDesc>();
+    Status status = fetcher_->fetch(seg->name, *fetched);
+    if (!status.ok()) {
+        return Status(status.code(), "cannot fetch segment " + seg->name +
+                                         ": " + status.message());
+    }
+    ThreadCache& cache = threadCache();
+    pruneThreadCache(cache);
+    CacheEntry& entry = cache[{instance_id_, handle}];
+    entry.desc = fetched;
+    entry.expiry = Clock::now() + std::chrono::milliseconds(ttl_ms_.load());
+    entry.generation = generation;
+    entry.segment = seg;
+    desc = std::move(fetched);
+    return Status::OK();
+}
+
+Status SegmentManager::invalidateRemote(SegmentID handle) {
+    if (handle == LOCAL_SEGMENT_ID) return Status::OK();
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    auto it = remote_.find(handle);
+    if (it == remote_.end()) {
+        return Status::InvalidArgument("unknown segment id " +
+                                       std::to_string(handle));
+    }
+    it->second->generation.fetch_add(1, std::memory_order_acq_rel);
+    return Status::OK();
+}
+
+}  // namespace mooncake::tent
