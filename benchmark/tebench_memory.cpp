@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -65,8 +66,7 @@ Status allocateOne(TransferEngine& engine, const BenchOptions& options,
     buffer.length = options.total_buffer_size;
     buffer.type = type;
     buffer.location = location;
-    Status s =
-        engine.allocateLocalMemory(&buffer.addr, buffer.length, mem);
+    Status s = engine.allocateLocalMemory(&buffer.addr, buffer.length, mem);
     if (!s.ok()) {
         return Status(s.code(), "allocating " + std::to_string(buffer.length) +
                                     " bytes at " + location + ": " +
@@ -76,7 +76,8 @@ Status allocateOne(TransferEngine& engine, const BenchOptions& options,
     if (!s.ok()) {
         engine.freeLocalMemory(buffer.addr);
         return Status(s.code(), "registering " + std::to_string(buffer.length) +
-                                    " bytes at " + location + " for --xport_type=" +
+                                    " bytes at " + location +
+                                    " for --xport_type=" +
                                     transportTypeName(options.xport_type) +
                                     ": " + s.message());
     }

@@ -204,7 +204,8 @@ Status parseOptions(BenchOptions& options) {
     CHECK_STATUS(parseSegTypes(options));
 
     if (FLAGS_total_buffer_size == 0) {
-        return Status::InvalidArgument("--total_buffer_size=0 must be positive");
+        return Status::InvalidArgument(
+            "--total_buffer_size=0 must be positive");
     }
     options.total_buffer_size = FLAGS_total_buffer_size;
 
@@ -244,13 +245,13 @@ Status parseOptions(BenchOptions& options) {
     options.max_num_threads = FLAGS_max_num_threads;
 
     if (!(FLAGS_duration > 0)) {
-        return Status::InvalidArgument("--duration=" +
-                                       std::to_string(FLAGS_duration) +
-                                       " must be positive");
+        return Status::InvalidArgument(
+            "--duration=" + formatSeconds(FLAGS_duration) +
+            " must be positive");
     }
     if (!(FLAGS_transfer_timeout_s > 0)) {
         return Status::InvalidArgument(
-            "--transfer_timeout_s=" + std::to_string(FLAGS_transfer_timeout_s) +
+            "--transfer_timeout_s=" + formatSeconds(FLAGS_transfer_timeout_s) +
             " must be positive");
     }
     options.duration_s = FLAGS_duration;
@@ -284,6 +285,12 @@ std::vector<uint64_t> doublingSeries(uint64_t start, uint64_t max) {
     }
     out.push_back(max);
     return out;
+}
+
+std::string formatSeconds(double seconds) {
+    std::ostringstream os;
+    os << seconds;
+    return os.str();
 }
 
 }  // namespace mooncake::tent::bench

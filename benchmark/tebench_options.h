@@ -59,4 +59,8 @@ std::shared_ptr<Config> buildEngineConfig(const BenchOptions& options);
 // always included even when it is not start * 2^k.
 std::vector<uint64_t> doublingSeries(uint64_t start, uint64_t max);
 
+// "2", "0.5": a flag's double as a user would type it (std::to_string
+// prints "2.000000").
+std::string formatSeconds(double seconds);
+
 }  // namespace mooncake::tent::bench

@@ -13,8 +13,8 @@ if [ ! -x "$BUILD_ON/benchmark/tebench" ]; then
 fi
 export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-FLAGS=(--op_type=read --start_block_size=65536 --max_block_size=4194304
-       --start_batch_size=32 --max_batch_size=32
+FLAGS=(--op_type=read --start_block_size=65536 --max_block_size=1048576
+       --start_batch_size=16 --max_batch_size=16
        --start_num_threads=2 --max_num_threads=2 --duration="${DURATION:-3}")
 for xport in mpcomm tcp; do
   step "tebench over $xport"

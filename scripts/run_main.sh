@@ -34,6 +34,6 @@ step "tebench over $XPORT: consistency pass (write then read back every block)"
 
 step "tebench over $XPORT: bandwidth"
 "$ROOT/scripts/tebench_pair.sh" "$BUILD_ON/benchmark/tebench" "$XPORT" \
-  --op_type=read --start_block_size=65536 --max_block_size=4194304 \
-  --start_batch_size=32 --max_batch_size=32 \
+  --op_type=read --start_block_size=65536 --max_block_size=1048576 \
+  --start_batch_size=16 --max_batch_size=16 \
   --start_num_threads=2 --max_num_threads=2 --duration="$DURATION" "$@"

@@ -59,7 +59,7 @@ MC_TENT_CONF="$CONF" MPCOMM_TCP_PORT=$INITIATOR_MPCOMM_PORT \
   >"$LOGDIR/initiator.log" 2>&1
 RC=$?
 # The rows (and any error) on stdout; the full logs stay in $LOGDIR.
-grep -v -E '^[IWE][0-9]{4} ' "$LOGDIR/initiator.log" || true
+grep -v -E '^([IWEF][0-9]{4,8} |\[mpcomm\] )' "$LOGDIR/initiator.log" || true
 grep -h -E 'MpcommTransport: (Installed successfully|Connected to segment)' \
   "$LOGDIR/target.log" "$LOGDIR/initiator.log" | sed 's/^[^]]*] /  log: /'
 

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "common/json_util.h"
+
 namespace mooncake::tent {
 
 namespace {
@@ -59,10 +61,8 @@ Status parseObject(const std::string& text, const std::string& source,
     Json::Value parsed;
     if (!reader->parse(text.data(), text.data() + text.size(), &parsed,
                        &errs)) {
-        while (!errs.empty() && (errs.back() == '\n' || errs.back() == ' '))
-            errs.pop_back();
         return Status::MalformedJson("invalid JSON in " + source + ": " +
-                                     errs);
+                                     foldJsonErrors(errs));
     }
     if (!parsed.isObject()) {
         return Status::MalformedJson("configuration in " + source +
@@ -238,8 +238,7 @@ uint64_t Config::get<uint64_t>(const std::string& path,
     const Json::Value* v = find(path);
     if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
         return default_value;
-    return v->isUInt64() ? static_cast<uint64_t>(v->asUInt64())
-                         : default_value;
+    return v->isUInt64() ? static_cast<uint64_t>(v->asUInt64()) : default_value;
 }
 
 template <>

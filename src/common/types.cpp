@@ -10,8 +10,9 @@ namespace {
 // Indexed by TransportType; every value up to the sentinel has a name so
 // that parseTransportType() is the exact inverse of transportTypeName().
 constexpr const char* kTransportNames[kSupportedTransportTypes] = {
-    "unspec", "rdma", "mnnvl",         "shm", "nvlink", "gds", "io_uring",
-    "tcp",    "ascend_direct", "sunrise_link", "tpu", "ub",  "mpcomm",
+    "unspec", "rdma",     "mnnvl",  "shm",           "nvlink",
+    "gds",    "io_uring", "tcp",    "ascend_direct", "sunrise_link",
+    "tpu",    "ub",       "mpcomm",
 };
 
 // Spellings accepted on input besides the canonical names.

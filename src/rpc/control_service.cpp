@@ -20,7 +20,11 @@
 namespace mooncake::tent {
 
 ControlService::ControlService()
-    : server_(std::make_unique<RpcServer>(kMaxFrameSize)) {}
+    : server_(std::make_unique<RpcServer>(kMaxFrameSize)) {
+    // A request that arrives before the engine sets a provider gets a clear
+    // "nothing published" reply rather than "unknown op".
+    setLocalProvider(nullptr);
+}
 
 ControlService::~ControlService() { stop(); }
 
@@ -35,9 +39,8 @@ uint16_t ControlService::port() const { return server_->port(); }
 void ControlService::setLocalProvider(
     std::function<SegmentDescRef()> provider) {
     server_->registerHandler(
-        kOpGetSegmentDesc,
-        [provider = std::move(provider)](const Json::Value&,
-                                         Json::Value& reply) {
+        kOpGetSegmentDesc, [provider = std::move(provider)](
+                               const Json::Value&, Json::Value& reply) {
             SegmentDescRef desc = provider ? provider() : nullptr;
             if (!desc) {
                 return Status::NotFound("no local segment is published");
@@ -139,8 +142,8 @@ Status requestSegment(int fd, int timeout_ms, SegmentDesc& out) {
     const Json::Value& status = reply["status"];
     if (status.isString() && status.asString() == "error") {
         std::string message = reply["message"].isString()
-                                   ? reply["message"].asString()
-                                   : "(no message)";
+                                  ? reply["message"].asString()
+                                  : "(no message)";
         return Status::RpcServiceError("peer refused GetSegmentDesc: " +
                                        message);
     }
@@ -175,8 +178,7 @@ Status P2PSegmentFetcher::fetch(const std::string& segment_name,
     }
     if (!s.ok()) {
         return Status(s.code(), "cannot fetch segment " + segment_name +
-                                    " (timeout " +
-                                    std::to_string(timeout_ms_) +
+                                    " (timeout " + std::to_string(timeout_ms_) +
                                     " ms): " + s.message());
     }
     return Status::OK();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,9 +60,8 @@ Status RpcServer::bindPort(uint16_t port, int& fd_out, int& err_out) {
         int err = errno;
         ::close(fd);
         err_out = err;
-        return Status::IoError("cannot listen on port " +
-                               std::to_string(port) + ": " +
-                               std::strerror(err));
+        return Status::IoError("cannot listen on port " + std::to_string(port) +
+                               ": " + std::strerror(err));
     }
     fd_out = fd;
     return Status::OK();
@@ -170,22 +170,24 @@ void RpcServer::acceptLoop() {
         if (rc == 0 || !(fds[0].revents & POLLIN)) continue;
         sockaddr_in addr{};
         socklen_t len = sizeof(addr);
-        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr),
-                           &len, SOCK_CLOEXEC);
+        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                           SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-                PLOG(WARNING) << "RpcServer: accept on port " << port_
-                              << " failed";
+                PLOG(WARNING)
+                    << "RpcServer: accept on port " << port_ << " failed";
             }
             continue;
         }
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         auto conn = std::make_unique<Connection>();
         conn->fd = fd;
         conn->peer = peerName(addr);
         std::lock_guard<std::mutex> lock(conns_mu_);
         if (conns_.size() >= kMaxConnections) {
-            LOG(WARNING) << "RpcServer: refusing connection from "
-                         << conn->peer << ": " << kMaxConnections
+            LOG(WARNING) << "RpcServer: refusing connection from " << conn->peer
+                         << ": " << kMaxConnections
                          << " connections already open";
             ::close(fd);
             continue;
@@ -199,8 +201,8 @@ void RpcServer::acceptLoop() {
 void RpcServer::serveConnection(Connection* conn) {
     while (!stopping_) {
         std::string payload;
-        Status s = readFrame(conn->fd, payload, io_timeout_ms_,
-                             max_frame_size_);
+        Status s =
+            readFrame(conn->fd, payload, io_timeout_ms_, max_frame_size_);
         if (s.ok()) {
             if (!handlePayload(conn, payload)) break;
             continue;
@@ -248,8 +250,10 @@ bool RpcServer::handlePayload(Connection* conn, const std::string& payload) {
     }
     Json::Value reply(Json::objectValue);
     s = handler(request, reply);
-    if (!s.ok()) reply = makeErrorReply(s.ToString());
-    else reply["status"] = "ok";
+    if (!s.ok())
+        reply = makeErrorReply(s.ToString());
+    else
+        reply["status"] = "ok";
     Status w = writeFrame(conn->fd, encodeJson(reply), io_timeout_ms_);
     if (!w.ok()) {
         LOG(WARNING) << "RpcServer: cannot reply to " << conn->peer << ": "

@@ -8,6 +8,8 @@
 // connection is closed; the server keeps serving everyone else.
 #pragma once
 
+#include <json/json.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,12 +22,10 @@
 
 #include "tent/common/status.h"
 
-#include <json/json.h>
-
 namespace mooncake::tent {
 
 class RpcServer {
-   public:
+ public:
     // Fills `reply` (the "status" member is added by the server) or returns
     // an error that becomes {"status":"error","message":...}.
     using Handler =
@@ -50,7 +50,7 @@ class RpcServer {
     uint16_t port() const { return port_.load(); }
     bool running() const { return running_.load(); }
 
-   private:
+ private:
     struct Connection {
         int fd = -1;
         std::string peer;

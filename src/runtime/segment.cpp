@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "common/json_util.h"
+
 namespace mooncake::tent {
 
 std::string MemorySegmentDesc::getTransportAttrs(TransportType type) const {
@@ -52,12 +54,6 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
 
 namespace {
 
-std::string compactJson(const Json::Value& v) {
-    Json::StreamWriterBuilder builder;
-    builder["indentation"] = "";
-    return Json::writeString(builder, v);
-}
-
 bool isUnsigned(const Json::Value& v) {
     return (v.type() == Json::uintValue || v.type() == Json::intValue) &&
            v.isUInt64();
@@ -97,8 +93,8 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
         }
         for (Json::ArrayIndex i = 0; i < ts.size(); ++i) {
             const Json::Value& t = ts[i];
-            if (!t.isIntegral() || t.isBool() || !t.isInt() ||
-                t.asInt() < 0 || t.asInt() >= kSupportedTransportTypes) {
+            if (!t.isIntegral() || t.isBool() || !t.isInt() || t.asInt() < 0 ||
+                t.asInt() >= kSupportedTransportTypes) {
                 return Status::InvalidEntry(
                     "segment descriptor field " + field + ".transports[" +
                     std::to_string(i) + "] is not a transport type (0.." +
@@ -132,7 +128,7 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
             return Status::InvalidEntry(
                 "segment descriptor field type must be \"memory\" or "
                 "\"file\", got " +
-                compactJson(type));
+                toCompactJson(type));
         }
     }
     if (value.isMember("buffers")) {

@@ -141,7 +141,9 @@ Status SegmentManager::openRemote(SegmentID& handle,
         id = next_id_++;
         remote_[id] = seg;
     }
-    CacheEntry& entry = threadCache()[{instance_id_, id}];
+    ThreadCache& cache = threadCache();
+    pruneThreadCache(cache);
+    CacheEntry& entry = cache[{instance_id_, id}];
     entry.desc = std::move(desc);
     entry.expiry = Clock::now() + std::chrono::milliseconds(ttl_ms_.load());
     entry.generation = seg->generation.load(std::memory_order_acquire);
@@ -176,15 +178,13 @@ Status SegmentManager::getRemoteName(SegmentID handle,
     std::lock_guard<std::mutex> lock(remote_mu_);
     auto it = remote_.find(handle);
     if (it == remote_.end()) {
-        return Status::NotFound("unknown segment id " +
-                                std::to_string(handle));
+        return Status::NotFound("unknown segment id " + std::to_string(handle));
     }
     name = it->second->name;
     return Status::OK();
 }
 
-Status SegmentManager::getRemoteCached(SegmentID handle,
-                                       SegmentDescRef& desc) {
+Status SegmentManager::getRemoteCached(SegmentID handle, SegmentDescRef& desc) {
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
@@ -204,8 +204,8 @@ Status SegmentManager::getRemoteCached(SegmentID handle,
     if (it != cache.end()) {
         const CacheEntry& entry = it->second;
         bool same_segment = entry.segment.lock() == seg;
-        bool current = entry.generation ==
-                       seg->generation.load(std::memory_order_acquire);
+        bool current =
+            entry.generation == seg->generation.load(std::memory_order_acquire);
         if (same_segment && current && Clock::now() < entry.expiry) {
             desc = entry.desc;
             return Status::OK();

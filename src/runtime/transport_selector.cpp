@@ -45,8 +45,8 @@ Status TransportSelector::loadPolicy(const Config& conf) {
             return Status::InvalidArgument("policy[" + std::to_string(i) +
                                            "] must be an object");
         }
-        policy.name = rule.get("name", "policy[" + std::to_string(i) + "]")
-                          .asString();
+        policy.name =
+            rule.get("name", "policy[" + std::to_string(i) + "]").asString();
         const Json::Value& seg_type = rule["segment_type"];
         if (!seg_type.isNull()) {
             std::string value = seg_type.isString() ? seg_type.asString() : "";
@@ -102,8 +102,8 @@ Status TransportSelector::select(const Request& request,
 
     const BufferDesc* buffer = nullptr;
     if (target.type == SegmentType::Memory) {
-        buffer = target.memory.findBuffer(request.target_offset,
-                                          request.length);
+        buffer =
+            target.memory.findBuffer(request.target_offset, request.length);
     }
     if (!buffer) {
         std::ostringstream os;

@@ -86,10 +86,9 @@ Status decode(const unsigned char* in, RequestHeader& h) {
         return Status::InvalidEntry("bad request op " + std::to_string(h.op));
     }
     if (h.length > kMaxFramePayload) {
-        return Status::InvalidEntry("request length " +
-                                    std::to_string(h.length) +
-                                    " exceeds the frame cap " +
-                                    std::to_string(kMaxFramePayload));
+        return Status::InvalidEntry(
+            "request length " + std::to_string(h.length) +
+            " exceeds the frame cap " + std::to_string(kMaxFramePayload));
     }
     return Status::OK();
 }
@@ -199,8 +198,8 @@ Status connectTo(const std::string& endpoint, int timeout_ms, int& fd_out) {
         }
         if (!s.ok()) {
             ::close(fd);
-            return Status(s.code(), "connect to " + endpoint + ": " +
-                                        s.message());
+            return Status(s.code(),
+                          "connect to " + endpoint + ": " + s.message());
         }
     }
     int one = 1;
@@ -226,9 +225,9 @@ Status listenAny(uint16_t port, int& fd_out, uint16_t& bound_port) {
         ::listen(fd, 128) < 0) {
         int err = errno;
         ::close(fd);
-        return Status::IoError("cannot listen on 0.0.0.0:" +
-                               std::to_string(port) + ": " +
-                               std::strerror(err));
+        return Status::IoError(
+            "cannot listen on 0.0.0.0:" + std::to_string(port) + ": " +
+            std::strerror(err));
     }
     socklen_t len = sizeof(addr);
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);

@@ -16,12 +16,12 @@ bool logEnabled(LogLevel level);
 void emitLog(LogLevel level, const std::string& message);
 
 class LogLine {
-   public:
+ public:
     explicit LogLine(LogLevel level) : level_(level) {}
     ~LogLine() { emitLog(level_, stream_.str()); }
     std::ostringstream& stream() { return stream_; }
 
-   private:
+ private:
     LogLevel level_;
     std::ostringstream stream_;
 };
@@ -29,8 +29,10 @@ class LogLine {
 }  // namespace detail
 }  // namespace mpcomm
 
-#define MPCOMM_LOG(level)                                                  \
-    if (!::mpcomm::detail::logEnabled(::mpcomm::detail::LogLevel::level)) \
-        ;                                                                  \
-    else                                                                   \
-        ::mpcomm::detail::LogLine(::mpcomm::detail::LogLevel::level).stream()
+// A one-shot for-loop rather than if/else, so the macro nests safely under
+// an unbraced if without a dangling-else.
+#define MPCOMM_LOG(level)                                                     \
+    for (bool mpcomm_log_once_ =                                              \
+             ::mpcomm::detail::logEnabled(::mpcomm::detail::LogLevel::level); \
+         mpcomm_log_once_; mpcomm_log_once_ = false)                          \
+    ::mpcomm::detail::LogLine(::mpcomm::detail::LogLevel::level).stream()

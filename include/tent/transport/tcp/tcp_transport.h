@@ -30,7 +30,7 @@
 namespace mooncake::tent {
 
 class TcpTransport : public Transport {
-   public:
+ public:
     TcpTransport();
     ~TcpTransport() override;
 
@@ -42,9 +42,8 @@ class TcpTransport : public Transport {
 
     Status allocateSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status freeSubBatch(SubBatchRef& batch) override;
-    Status submitTransferTasks(SubBatchRef batch,
-                               const std::vector<Request>& request_list)
-        override;
+    Status submitTransferTasks(
+        SubBatchRef batch, const std::vector<Request>& request_list) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
 
@@ -66,14 +65,16 @@ class TcpTransport : public Transport {
         int workers = 4;
     };
 
-   private:
+ private:
     void acceptLoop();
-    void serveConnection(int fd);
+    void serveConnection(int fd, std::shared_ptr<std::atomic<bool>> done);
+    void reapServers();
     void workerLoop();
     void runTask(Task& task, std::map<std::string, int>& connections);
     // True when [addr, addr+length) lies within one registered buffer.
     bool rangeRegistered(uint64_t addr, uint64_t length) const;
-    void trackSocket(int fd);
+    // False once uninstall() began: the caller closes the socket itself.
+    bool trackSocket(int fd);
     void untrackSocket(int fd);
     void failQueued();
 
@@ -91,7 +92,13 @@ class TcpTransport : public Transport {
 
     std::thread acceptor_;
     std::mutex conn_mu_;
-    std::vector<std::thread> servers_;
+    // One thread per accepted connection; `done` is set as it exits so
+    // acceptLoop() can join finished ones instead of accumulating them.
+    struct Server {
+        std::thread thread;
+        std::shared_ptr<std::atomic<bool>> done;
+    };
+    std::vector<Server> servers_;
     // Every open socket (served and dialled), so uninstall() can shut them
     // down and unblock the threads waiting on them.
     std::set<int> sockets_;

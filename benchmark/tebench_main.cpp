@@ -1,0 +1,182 @@
+// tebench: the TENT transfer benchmark.
+//
+// Empty --target_seg_name: target. Allocates and registers buffers, prints
+// "Target segment: <name>" and serves until SIGINT/SIGTERM.
+// Otherwise: initiator. Opens the target, sweeps (block, batch, threads)
+// cases and prints one row per case. Any failed transfer or consistency
+// mismatch ends the run with a non-zero exit status.
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "tebench_memory.h"
+#include "tebench_options.h"
+#include "tebench_report.h"
+#include "tebench_worker.h"
+#include "tent/transfer_engine.h"
+
+namespace mooncake::tent::bench {
+namespace {
+
+// Engine teardown after a failure runs against a dead or misbehaving peer;
+// it must not turn "exits non-zero within seconds" into a hang.
+constexpr int kTeardownWatchdogSeconds = 10;
+
+void armTeardownWatchdog() {
+    std::thread([] {
+        std::this_thread::sleep_for(
+            std::chrono::seconds(kTeardownWatchdogSeconds));
+        std::fprintf(stderr,
+                     "tebench: engine teardown did not finish within %d s "
+                     "after the failure; exiting\n",
+                     kTeardownWatchdogSeconds);
+        std::fflush(stdout);
+        std::_Exit(1);
+    }).detach();
+}
+
+std::string describeBuffers(const std::vector<LocalBuffer>& buffers) {
+    std::string out;
+    for (const LocalBuffer& b : buffers) {
+        if (!out.empty()) out += ", ";
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "%s %zu bytes at %p",
+                      b.location.c_str(), b.length, b.addr);
+        out += buf;
+    }
+    return out;
+}
+
+int runTarget(TransferEngine& engine, const BenchOptions& options,
+              const sigset_t& stop_signals) {
+    std::vector<LocalBuffer> buffers;
+    Status s = allocateBuffers(engine, options, buffers);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: %s\n", s.ToString().c_str());
+        return 1;
+    }
+    LOG(INFO) << "Target buffers: " << describeBuffers(buffers);
+    // The initiator (and scripts) wait for this exact line.
+    std::printf("Target segment: %s\n", engine.getSegmentName().c_str());
+    std::fflush(stdout);
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    std::printf("Received signal %d, shutting down\n", sig);
+    std::fflush(stdout);
+    releaseBuffers(engine, buffers);
+    return 0;
+}
+
+int runInitiator(TransferEngine& engine, const BenchOptions& options) {
+    RemoteTarget remote;
+    Status s = engine.openSegment(remote.id, options.target_seg_name);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: cannot open target segment %s: %s\n",
+                     options.target_seg_name.c_str(), s.ToString().c_str());
+        return 1;
+    }
+    SegmentInfo info;
+    s = engine.getSegmentInfo(remote.id, info);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: getSegmentInfo(%s): %s\n",
+                     options.target_seg_name.c_str(), s.ToString().c_str());
+        return 1;
+    }
+    remote.buffers = info.buffers;
+
+    std::vector<LocalBuffer> local;
+    s = allocateBuffers(engine, options, local);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: %s\n", s.ToString().c_str());
+        return 1;
+    }
+    s = checkCapacity(options, local, remote);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: %s\n", s.ToString().c_str());
+        releaseBuffers(engine, local);
+        return 1;
+    }
+    LOG(INFO) << "Local buffers: " << describeBuffers(local);
+    std::printf("tebench: %s -> %s, op_type=%s, transport_hint=%s%s\n",
+                engine.getSegmentName().c_str(),
+                options.target_seg_name.c_str(), opTypeName(options.op_type),
+                transportTypeName(options.transport_hint),
+                options.check_consistency ? ", check_consistency" : "");
+    printHeader();
+
+    uint64_t case_index = 0;
+    for (const CaseSpec& spec : buildCases(options)) {
+        CaseResult result =
+            runCase(engine, options, local, remote, spec, case_index++);
+        if (!result.ok()) {
+            printFailure(result);
+            armTeardownWatchdog();
+            // Buffers may still be the target of in-flight requests; the
+            // engine releases them when it is destroyed.
+            engine.closeSegment(remote.id);
+            return 1;
+        }
+        printRow(result);
+    }
+    releaseBuffers(engine, local);
+    engine.closeSegment(remote.id);
+    return 0;
+}
+
+int tebenchMain(int argc, char** argv) {
+    gflags::SetUsageMessage(
+        "tebench --backend=tent --xport_type=<tcp|mpcomm|...> "
+        "[--target_seg_name=<host:port>] ...");
+    // Logs go to stderr unless the command line says otherwise: tebench is
+    // run interactively and its log lines are part of the diagnosis.
+    FLAGS_logtostderr = true;
+    gflags::ParseCommandLineFlags(&argc, &argv, true);
+    google::InitGoogleLogging(argv[0]);
+
+    BenchOptions options;
+    Status s = parseOptions(options);
+    if (!s.ok()) {
+        std::fprintf(stderr, "tebench: %s\n", s.ToString().c_str());
+        return 1;
+    }
+
+    // Blocked before the engine starts its threads, so that every thread
+    // inherits the mask and the target's sigwait() is the one receiver.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    if (options.is_target) {
+        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    }
+
+    TransferEngine engine(buildEngineConfig(options));
+    if (!engine.available()) {
+        std::fprintf(stderr,
+                     "tebench: the transfer engine failed to start (see the "
+                     "log above)\n");
+        return 1;
+    }
+    std::string transports;
+    for (const std::string& name : engine.getSupportedTransports()) {
+        transports += (transports.empty() ? "" : ",") + name;
+    }
+    LOG(INFO) << "Engine segment " << engine.getSegmentName()
+              << ", transports: "
+              << (transports.empty() ? "(none)" : transports);
+    return options.is_target ? runTarget(engine, options, stop_signals)
+                             : runInitiator(engine, options);
+}
+
+}  // namespace
+}  // namespace mooncake::tent::bench
+
+int main(int argc, char** argv) {
+    return mooncake::tent::bench::tebenchMain(argc, argv);
+}

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""tebench end to end on this host over TCP (ctest: tent_tebench_test).
+
+usage: tebench_test.py <path to tebench>
+
+Checks the flag errors (exit 1, message naming the value), a target and a
+--check_consistency initiator (exit 0, one row per case), the target's
+SIGTERM shutdown (exit 0), and that killing the target mid-run makes the
+initiator report failed transfers and exit non-zero instead of hanging.
+Plain asserts: any failure exits non-zero.
+"""
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+DEADLINE_S = 60.0
+ENV = dict(os.environ, MC_TENT_CONF='{"rpc_server_hostname":"127.0.0.1"}')
+COMMON = ["--backend=tent", "--xport_type=tcp", "--metadata_type=p2p"]
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
+
+
+def run(tebench, args):
+    p = subprocess.run([tebench] + args, env=ENV, capture_output=True,
+                       text=True, timeout=DEADLINE_S)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check_flag_errors(tebench):
+    cases = [
+        (["--backend=classic"], "--backend=classic is not supported"),
+        (["--xport_type=foo"], "unknown --xport_type=foo"),
+        (["--tent_transport_hint=bar"], "unknown --tent_transport_hint=bar"),
+        (["--metadata_type=etcd"], "--metadata_type=etcd is not supported"),
+        (["--seg_type=HBM"], "unknown --seg_type=HBM"),
+        (["--op_type=copy"], "unknown --op_type=copy"),
+        (["--notifi=true"], "--notifi is not supported"),
+        (["--start_block_size=8192", "--max_block_size=4096"],
+         "--max_block_size=4096 is smaller than --start_block_size=8192"),
+        (["--duration=0"], "--duration=0 must be positive"),
+    ]
+    for args, message in cases:
+        rc, _, err = run(tebench, args)
+        assert rc == 1, (args, rc, err)
+        assert message in err, (args, err)
+
+
+class Lines:
+    """Reads a process's stdout line by line with a deadline."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(proc.stdout, selectors.EVENT_READ)
+        self.buf = b""
+        self.lines = []
+
+    def wait_for(self, pattern, deadline_s=DEADLINE_S):
+        end = time.monotonic() + deadline_s
+        while True:
+            for line in self.lines:
+                m = re.search(pattern, line)
+                if m:
+                    return m
+            assert time.monotonic() < end, (
+                "no line matching %r within %.0f s; got %r" %
+                (pattern, deadline_s, self.lines))
+            if not self.sel.select(timeout=max(0.0, end - time.monotonic())):
+                continue
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            assert chunk, "process exited (rc=%s) before %r; got %r" % (
+                self.proc.wait(), pattern, self.lines)
+            self.buf += chunk
+            *complete, self.buf = self.buf.split(b"\n")
+            self.lines += [c.decode(errors="replace") for c in complete]
+
+
+def start_target(tebench):
+    proc = subprocess.Popen(
+        [tebench] + COMMON + ["--total_buffer_size=16777216"], env=ENV,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    name = Lines(proc).wait_for(r"^Target segment: (\S+)$").group(1)
+    assert name.startswith("127.0.0.1:"), name
+    return proc, name
+
+
+def stop_target(proc):
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=DEADLINE_S) == 0, proc.returncode
+
+
+def check_consistency_run(tebench):
+    target, name = start_target(tebench)
+    try:
+        rc, out, err = run(tebench, COMMON + [
+            "--target_seg_name=" + name, "--check_consistency=true",
+            "--op_type=mix", "--total_buffer_size=4194304",
+            "--start_block_size=4096", "--max_block_size=131072",
+            "--start_batch_size=2", "--max_batch_size=4",
+            "--start_num_threads=1", "--max_num_threads=2",
+            "--duration=0.5"])
+        assert rc == 0, (rc, out, err)
+        rows = [tuple(int(g) for g in m.groups()[:3])
+                for m in map(ROW.match, out.splitlines()) if m]
+        expected = [(b, n, t) for b in (4096, 8192, 16384, 32768, 65536, 131072)
+                    for n in (2, 4) for t in (1, 2)]
+        assert rows == expected, (rows, out)
+        assert "BW(GB/s)" in out and "p99_lat(us)" in out, out
+    finally:
+        stop_target(target)
+
+
+def check_capacity_error(tebench):
+    target, name = start_target(tebench)
+    try:
+        rc, _, err = run(tebench, COMMON + [
+            "--target_seg_name=" + name, "--total_buffer_size=65536",
+            "--start_block_size=65536", "--max_block_size=65536",
+            "--start_batch_size=2", "--max_batch_size=2"])
+        assert rc == 1, (rc, err)
+        assert "--max_block_size=65536 x --max_batch_size=2 needs 131072" in err, err
+    finally:
+        stop_target(target)
+
+
+def check_target_killed(tebench):
+    target, name = start_target(tebench)
+    initiator = subprocess.Popen(
+        [tebench] + COMMON + [
+            "--target_seg_name=" + name, "--op_type=write",
+            "--total_buffer_size=4194304", "--start_block_size=65536",
+            "--max_block_size=65536", "--start_batch_size=4",
+            "--max_batch_size=4", "--duration=600", "--transfer_timeout_s=5"],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        lines = Lines(initiator)
+        lines.wait_for(r"BW\(GB/s\)")  # the case is running
+        target.kill()
+        target.wait()
+        m = lines.wait_for(r"^FAILED case block_size=65536 batch=4 threads=1: "
+                           r"(\d+) of (\d+) transfers failed; first error: ")
+        assert int(m.group(1)) >= 1, m.group(0)
+        assert initiator.wait(timeout=DEADLINE_S) == 1, initiator.returncode
+    finally:
+        if initiator.poll() is None:
+            initiator.kill()
+            initiator.wait()
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+
+
+def main():
+    assert len(sys.argv) == 2, __doc__
+    tebench = sys.argv[1]
+    check_flag_errors(tebench)
+    check_consistency_run(tebench)
+    check_capacity_error(tebench)
+    check_target_killed(tebench)
+    print("tent_tebench_test: OK")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+#include "tebench_worker.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace mooncake::tent::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A thread's share of one buffer: `blocks` blocks of the case's block size
+// starting at `base` (a local pointer value or an absolute remote address).
+struct Slice {
+    uint64_t base = 0;
+    uint64_t blocks = 0;
+};
+
+// Threads are spread round-robin over the buffers; those sharing a buffer
+// split it into equal slots.
+Slice sliceFor(uint64_t buffer_base, uint64_t buffer_length, size_t buffers,
+               int thread, int threads, uint64_t block_size) {
+    uint64_t slots = (threads + buffers - 1) / buffers;
+    uint64_t slot = thread / buffers;
+    uint64_t slice_length = buffer_length / slots;
+    Slice s;
+    s.base = buffer_base + slot * slice_length;
+    s.blocks = slice_length / block_size;
+    return s;
+}
+
+uint64_t smallestSlice(const std::vector<uint64_t>& lengths, int threads) {
+    uint64_t slots = (threads + lengths.size() - 1) / lengths.size();
+    uint64_t smallest = *std::min_element(lengths.begin(), lengths.end());
+    return smallest / slots;
+}
+
+std::string hex(uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+    return buf;
+}
+
+// Distinct per case, thread, batch and request, so a block from another
+// request or an earlier batch never verifies.
+uint64_t blockSeed(uint64_t case_index, int thread, uint64_t iteration,
+                   uint64_t request) {
+    return (case_index << 48) ^ (static_cast<uint64_t>(thread) << 36) ^
+           (iteration << 12) ^ request;
+}
+
+struct BatchOutcome {
+    uint64_t completed = 0;
+    uint64_t failed = 0;
+    double latency_us = 0;
+    std::string error;
+};
+
+// Shared by the threads of one case.
+struct CaseContext {
+    TransferEngine& engine;
+    const BenchOptions& options;
+    const std::vector<LocalBuffer>& local;
+    const RemoteTarget& remote;
+    const CaseSpec& spec;
+    uint64_t case_index;
+    Clock::time_point end;
+    // Set by the first thread that sees a failure; the others stop at their
+    // next batch boundary.
+    std::atomic<bool> stop{false};
+};
+
+struct ThreadResult {
+    uint64_t bytes = 0;
+    uint64_t requests = 0;
+    uint64_t failed = 0;
+    std::vector<double> latencies_us;
+    std::string first_error;
+};
+
+std::string describeRequest(const Request& r, int thread, size_t index) {
+    return std::string(r.opcode == Request::WRITE ? "WRITE" : "READ") + " of " +
+           std::to_string(r.length) + " bytes (thread " +
+           std::to_string(thread) + ", request " + std::to_string(index) +
+           ", local " + hex(reinterpret_cast<uint64_t>(r.source)) +
+           ", target offset " + hex(r.target_offset) + ")";
+}
+
+bool isFailure(TransferStatusEnum s) {
+    return s == FAILED || s == INVALID || s == CANCELED || s == TIMEOUT;
+}
+
+// Submits one batch and polls it to completion or to the deadline.
+BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
+                      int thread) {
+    BatchOutcome out;
+    const size_t n = requests.size();
+    BatchID batch = ctx.engine.allocateBatch(n);
+    if (batch == 0) {
+        out.failed = n;
+        out.error = "allocateBatch(" + std::to_string(n) + ") failed";
+        return out;
+    }
+    Clock::time_point start = Clock::now();
+    Status s = ctx.engine.submitTransfer(batch, requests);
+    if (!s.ok()) {
+        out.failed = n;
+        out.error = "submitTransfer of " +
+                    describeRequest(requests[0], thread, 0) + " and " +
+                    std::to_string(n - 1) + " more: " + s.ToString();
+        ctx.engine.freeBatch(batch);
+        return out;
+    }
+    auto deadline =
+        start +
+        std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(ctx.options.transfer_timeout_s));
+    std::vector<TransferStatus> status;
+    bool in_flight = true;
+    for (uint64_t polls = 0;; ++polls) {
+        s = ctx.engine.getTransferStatus(batch, status);
+        if (!s.ok() || status.size() != n) {
+            out.failed = n;
+            out.error = "getTransferStatus: " +
+                        (s.ok() ? "returned " + std::to_string(status.size()) +
+                                      " entries for " + std::to_string(n)
+                                : s.ToString());
+            break;
+        }
+        uint64_t completed = 0, failed = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (status[i].s == COMPLETED) {
+                ++completed;
+            } else if (isFailure(status[i].s)) {
+                if (failed++ == 0 && out.error.empty()) {
+                    out.error = describeRequest(requests[i], thread, i) +
+                                " ended " + transferStatusName(status[i].s);
+                }
+            }
+        }
+        if (completed + failed == n) {
+            out.completed = completed;
+            out.failed = failed;
+            in_flight = false;
+            break;
+        }
+        if (Clock::now() >= deadline) {
+            out.completed = completed;
+            out.failed = n - completed;
+            for (size_t i = 0; i < n && out.error.empty(); ++i) {
+                if (status[i].s != COMPLETED && !isFailure(status[i].s)) {
+                    out.error = describeRequest(requests[i], thread, i) +
+                                " still " + transferStatusName(status[i].s) +
+                                " after --transfer_timeout_s=" +
+                                formatSeconds(ctx.options.transfer_timeout_s);
+                }
+            }
+            break;
+        }
+        // Spin briefly for the low-latency case, then back off so that the
+        // poller does not starve the transport's own threads.
+        if (polls < 64) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+    }
+    out.latency_us =
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    // A batch with requests still in flight stays allocated: freeing it
+    // would let the transport complete into a released descriptor. The
+    // process is about to exit on this failure anyway.
+    if (!in_flight) ctx.engine.freeBatch(batch);
+    return out;
+}
+
+// Records a batch in the thread's tally; false when the case must stop.
+bool account(CaseContext& ctx, ThreadResult& result, const BatchOutcome& b) {
+    result.requests += b.completed + b.failed;
+    result.bytes += b.completed * ctx.spec.block_size;
+    result.failed += b.failed;
+    result.latencies_us.push_back(b.latency_us);
+    if (b.failed == 0 && b.error.empty()) return true;
+    if (result.first_error.empty()) result.first_error = b.error;
+    ctx.stop.store(true, std::memory_order_relaxed);
+    return false;
+}
+
+// --check_consistency: write a fresh pattern into every block, scrub the
+// local copy, read it back and compare.
+bool consistencyRound(CaseContext& ctx, ThreadResult& result, int thread,
+                      uint64_t iteration, const LocalBuffer& buffer,
+                      std::vector<Request>& requests) {
+    for (size_t j = 0; j < requests.size(); ++j) {
+        fillPattern(buffer, requests[j].source, requests[j].length,
+                    blockSeed(ctx.case_index, thread, iteration, j));
+        requests[j].opcode = Request::WRITE;
+    }
+    if (!account(ctx, result, runBatch(ctx, requests, thread))) return false;
+    for (Request& r : requests) {
+        scrubBlock(buffer, r.source, r.length);
+        r.opcode = Request::READ;
+    }
+    if (!account(ctx, result, runBatch(ctx, requests, thread))) return false;
+    for (size_t j = 0; j < requests.size(); ++j) {
+        size_t bad = 0;
+        uint8_t want = 0, got = 0;
+        if (verifyPattern(buffer, requests[j].source, requests[j].length,
+                          blockSeed(ctx.case_index, thread, iteration, j), bad,
+                          want, got)) {
+            continue;
+        }
+        char detail[96];
+        std::snprintf(detail, sizeof(detail),
+                      ": byte %zu of the block is 0x%02x, expected 0x%02x", bad,
+                      got, want);
+        result.first_error =
+            "consistency check failed for block at target "
+            "offset " +
+            hex(requests[j].target_offset) + " (thread " +
+            std::to_string(thread) + ", request " + std::to_string(j) + ", " +
+            std::to_string(requests[j].length) + " bytes)" + detail;
+        ctx.stop.store(true, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
+    const CaseSpec& spec = ctx.spec;
+    const LocalBuffer& lbuf = ctx.local[thread % ctx.local.size()];
+    Slice lslice =
+        sliceFor(reinterpret_cast<uint64_t>(lbuf.addr), lbuf.length,
+                 ctx.local.size(), thread, spec.num_threads, spec.block_size);
+    const SegmentInfo::Buffer& rbuf =
+        ctx.remote.buffers[thread % ctx.remote.buffers.size()];
+    Slice rslice = sliceFor(rbuf.base, rbuf.length, ctx.remote.buffers.size(),
+                            thread, spec.num_threads, spec.block_size);
+
+    std::vector<Request> requests(spec.batch_size);
+    uint64_t cursor = 0;
+    for (uint64_t iteration = 0;
+         !ctx.stop.load(std::memory_order_relaxed) && Clock::now() < ctx.end;
+         ++iteration) {
+        for (uint64_t j = 0; j < spec.batch_size; ++j) {
+            // checkCapacity() guarantees blocks >= batch, so the requests of
+            // one batch address distinct blocks on both sides.
+            uint64_t lblock = (cursor + j) % lslice.blocks;
+            uint64_t rblock = (cursor + j) % rslice.blocks;
+            Request& r = requests[j];
+            r.source =
+                reinterpret_cast<void*>(lslice.base + lblock * spec.block_size);
+            r.target_id = ctx.remote.id;
+            r.target_offset = rslice.base + rblock * spec.block_size;
+            r.length = spec.block_size;
+            r.transport_hint = ctx.options.transport_hint;
+            switch (ctx.options.op_type) {
+                case OpType::kRead:
+                    r.opcode = Request::READ;
+                    break;
+                case OpType::kWrite:
+                    r.opcode = Request::WRITE;
+                    break;
+                case OpType::kMix:
+                    r.opcode =
+                        (iteration + j) % 2 ? Request::READ : Request::WRITE;
+                    break;
+            }
+        }
+        cursor += spec.batch_size;
+        if (ctx.options.check_consistency) {
+            if (!consistencyRound(ctx, result, thread, iteration, lbuf,
+                                  requests)) {
+                return;
+            }
+        } else if (!account(ctx, result, runBatch(ctx, requests, thread))) {
+            return;
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<CaseSpec> buildCases(const BenchOptions& options) {
+    std::vector<CaseSpec> cases;
+    for (uint64_t block :
+         doublingSeries(options.start_block_size, options.max_block_size)) {
+        for (uint64_t batch :
+             doublingSeries(options.start_batch_size, options.max_batch_size)) {
+            for (uint64_t threads : doublingSeries(options.start_num_threads,
+                                                   options.max_num_threads)) {
+                cases.push_back({block, batch, static_cast<int>(threads)});
+            }
+        }
+    }
+    return cases;
+}
+
+Status checkCapacity(const BenchOptions& options,
+                     const std::vector<LocalBuffer>& local,
+                     const RemoteTarget& remote) {
+    if (remote.buffers.empty()) {
+        return Status::InvalidArgument("target segment " +
+                                       options.target_seg_name +
+                                       " has no registered buffers");
+    }
+    // The smallest slice shrinks with the thread count, and a batch of the
+    // largest blocks needs the most room: the (max, max, max) case is the
+    // binding one.
+    uint64_t need = options.max_block_size * options.max_batch_size;
+    std::vector<uint64_t> lengths;
+    for (const LocalBuffer& b : local) lengths.push_back(b.length);
+    uint64_t local_slice = smallestSlice(lengths, options.max_num_threads);
+    if (local_slice < need) {
+        return Status::InvalidArgument(
+            "--max_block_size=" + std::to_string(options.max_block_size) +
+            " x --max_batch_size=" + std::to_string(options.max_batch_size) +
+            " needs " + std::to_string(need) +
+            " bytes per thread, but with --max_num_threads=" +
+            std::to_string(options.max_num_threads) + " a thread gets " +
+            std::to_string(local_slice) + " bytes of --total_buffer_size=" +
+            std::to_string(options.total_buffer_size));
+    }
+    lengths.clear();
+    for (const auto& b : remote.buffers) lengths.push_back(b.length);
+    uint64_t remote_slice = smallestSlice(lengths, options.max_num_threads);
+    if (remote_slice < need) {
+        return Status::InvalidArgument(
+            "--max_block_size=" + std::to_string(options.max_block_size) +
+            " x --max_batch_size=" + std::to_string(options.max_batch_size) +
+            " needs " + std::to_string(need) +
+            " bytes per thread, but with --max_num_threads=" +
+            std::to_string(options.max_num_threads) + " a thread gets " +
+            std::to_string(remote_slice) + " bytes of target segment " +
+            options.target_seg_name + " (its smallest buffer is " +
+            std::to_string(*std::min_element(lengths.begin(), lengths.end())) +
+            " bytes)");
+    }
+    return Status::OK();
+}
+
+CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
+                   const std::vector<LocalBuffer>& local,
+                   const RemoteTarget& remote, const CaseSpec& spec,
+                   uint64_t case_index) {
+    Clock::time_point start = Clock::now();
+    CaseContext ctx{
+        engine,
+        options,
+        local,
+        remote,
+        spec,
+        case_index,
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(options.duration_s))};
+    std::vector<ThreadResult> results(spec.num_threads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < spec.num_threads; ++t) {
+        threads.emplace_back(workerMain, std::ref(ctx), t,
+                             std::ref(results[t]));
+    }
+    for (std::thread& t : threads) t.join();
+
+    CaseResult out;
+    out.block_size = spec.block_size;
+    out.batch_size = spec.batch_size;
+    out.num_threads = spec.num_threads;
+    out.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+    for (ThreadResult& r : results) {
+        out.bytes += r.bytes;
+        out.requests += r.requests;
+        out.failed_requests += r.failed;
+        out.batch_latencies_us.insert(out.batch_latencies_us.end(),
+                                      r.latencies_us.begin(),
+                                      r.latencies_us.end());
+        if (out.first_error.empty()) out.first_error = r.first_error;
+    }
+    return out;
+}
+
+}  // namespace mooncake::tent::bench

@@ -1,0 +1,75 @@
+// Request and completion mapping of the MPComm transport, as free functions
+// over the adapter so that they are testable without a transport around
+// them: WRITE -> putAsync, READ -> getAsync (one MPComm transfer per
+// request), provider outcome -> TransferStatusEnum, handle release.
+//
+// A task is shared between the submitting thread and any number of polling
+// threads, so its state is atomic:
+//  - mpcomm_handle is held by whichever thread exchanged it for the invalid
+//    handle: only that thread asks the adapter about it, reads its result
+//    and releases it (or puts it back when the transfer is still running).
+//    So a handle is used by one thread at a time, never after its release,
+//    and released exactly once however many threads poll the task.
+//  - transferred_bytes is stored before status_word; status_word is stored
+//    with release and read with acquire, so a reader that sees a final
+//    status also sees its byte count.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tent/common/types.h"
+#include "tent/runtime/transport.h"
+#include "tent/transport/mpcomm/mpcomm_adapter.h"
+
+namespace mooncake::tent {
+
+struct MpcommTask {
+    Request request;
+    std::atomic<TransferStatusEnum> status_word{INITIAL};
+    std::atomic<size_t> transferred_bytes{0};
+    std::atomic<MpcommTransferHandle> mpcomm_handle{
+        kInvalidMpcommTransferHandle};
+};
+
+// A fixed-capacity slice of a user batch. Tasks are appended under
+// submit_mu and become visible to pollers when `count` is published.
+struct MpcommSubBatch : Transport::SubBatch {
+    MpcommSubBatch(size_t capacity, uint64_t generation)
+        : tasks(capacity), generation(generation) {}
+    size_t size() const override {
+        return count.load(std::memory_order_acquire);
+    }
+    size_t capacity() const { return tasks.size(); }
+
+    std::vector<MpcommTask> tasks;
+    std::atomic<size_t> count{0};
+    std::mutex submit_mu;
+    // The transport installation this sub-batch belongs to; its handles
+    // mean nothing to a later installation.
+    const uint64_t generation;
+};
+
+// Posts `request` to `host_id`: putAsync for WRITE, getAsync for READ, with
+// request.source as the local address and request.target_offset as the
+// remote one. kInvalidMpcommTransferHandle when MPComm refused it.
+MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
+                                         const Request& request,
+                                         const std::string& host_id);
+
+// Advances a PENDING task: takes the handle; if the transfer is complete,
+// reads the outcome, releases the handle, and stores COMPLETED (success
+// with the full length) or FAILED (an error, or success with fewer bytes
+// than requested); else puts the handle back. Does nothing for a task that
+// is not PENDING or whose handle another poller holds right now. Lazy: only
+// called from status polls.
+void pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task);
+
+// Marks a PENDING task FAILED without touching the adapter (its handle is
+// dropped: the provider was shut down and owns it). Used after uninstall().
+void abandonMpcommTask(MpcommTask& task);
+
+}  // namespace mooncake::tent

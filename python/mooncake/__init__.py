@@ -1,0 +1,1 @@
+"""Mooncake TENT bindings: ``from mooncake import engine``."""

@@ -1,0 +1,32 @@
+#include "common/json_util.h"
+
+#include <sstream>
+
+namespace mooncake::tent {
+
+std::string toCompactJson(const Json::Value& value) {
+    Json::StreamWriterBuilder builder;
+    builder["indentation"] = "";
+    return Json::writeString(builder, value);
+}
+
+std::string foldJsonErrors(const std::string& errors) {
+    std::istringstream in(errors);
+    std::string line, out;
+    while (std::getline(in, line)) {
+        size_t begin = line.find_first_not_of(" \t\r");
+        if (begin == std::string::npos) continue;
+        size_t end = line.find_last_not_of(" \t\r");
+        std::string text = line.substr(begin, end - begin + 1);
+        if (text.rfind("* ", 0) == 0) {
+            if (!out.empty()) out += "; ";
+            out += text.substr(2);
+        } else {
+            if (!out.empty()) out += ": ";
+            out += text;
+        }
+    }
+    return out;
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,228 @@
+// TransferEngineImpl batches: routing requests to transports and reading
+// their progress back.
+#include <glog/logging.h>
+
+#include <map>
+
+#include "runtime/transfer_engine_impl.h"
+
+namespace mooncake::tent {
+
+// A user batch. Each transport that carries one of its requests gets one
+// sub-batch (allocated on first use, with the batch's capacity); a user
+// task id maps to (transport, sub-task id), or to no transport when the
+// request could not be routed or issued (it then reads FAILED).
+struct TransferEngineImpl::Batch {
+    struct TaskRef {
+        Transport* transport = nullptr;
+        int sub_task = -1;
+    };
+
+    explicit Batch(size_t cap) : capacity(cap) {}
+    ~Batch() {
+        for (auto& entry : subs) {
+            Status s = entry.first->freeSubBatch(entry.second);
+            if (!s.ok()) {
+                LOG(WARNING) << "Transport " << entry.first->getName()
+                             << " could not free a sub-batch: " << s.message();
+            }
+        }
+    }
+
+    const size_t capacity;
+    std::mutex mu;  // guards tasks and subs
+    std::vector<TaskRef> tasks;
+    std::map<Transport*, Transport::SubBatchRef> subs;
+};
+
+std::shared_ptr<TransferEngineImpl::Batch> TransferEngineImpl::findBatch(
+    BatchID id) const {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    auto it = batches_.find(id);
+    return it == batches_.end() ? nullptr : it->second;
+}
+
+Transport* TransferEngineImpl::transportOf(TransportType type) const {
+    for (const Loaded& l : transports_) {
+        if (l.entry->type == type) return l.transport.get();
+    }
+    return nullptr;
+}
+
+BatchID TransferEngineImpl::allocateBatch(size_t batch_size) {
+    if (!available()) {
+        LOG(ERROR) << notAvailable().message();
+        return 0;
+    }
+    if (batch_size == 0) {
+        LOG(ERROR) << "allocateBatch: batch size must be positive";
+        return 0;
+    }
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    BatchID id = next_batch_id_++;
+    batches_[id] = std::make_shared<Batch>(batch_size);
+    return id;
+}
+
+Status TransferEngineImpl::freeBatch(BatchID batch_id) {
+    if (!available()) return notAvailable();
+    std::shared_ptr<Batch> batch;
+    {
+        std::lock_guard<std::mutex> lock(batch_mu_);
+        auto it = batches_.find(batch_id);
+        if (it == batches_.end()) {
+            return Status::InvalidArgument("freeBatch: unknown batch id " +
+                                           std::to_string(batch_id));
+        }
+        batch = std::move(it->second);
+        batches_.erase(it);
+    }
+    // The sub-batches are freed when the last holder lets go; a status
+    // poll running concurrently keeps them alive until it returns.
+    return Status::OK();
+}
+
+Status TransferEngineImpl::submitTransfer(
+    BatchID batch_id, const std::vector<Request>& request_list) {
+    if (!available()) return notAvailable();
+    std::shared_ptr<Batch> batch = findBatch(batch_id);
+    if (!batch) {
+        return Status::InvalidArgument("submitTransfer: unknown batch id " +
+                                       std::to_string(batch_id));
+    }
+    std::lock_guard<std::mutex> lock(batch->mu);
+    const size_t base = batch->tasks.size();
+    if (base + request_list.size() > batch->capacity) {
+        return Status::TooManyRequests(
+            "batch " + std::to_string(batch_id) + ": " +
+            std::to_string(request_list.size()) +
+            " requests exceed the remaining capacity " +
+            std::to_string(batch->capacity - base) + " of " +
+            std::to_string(batch->capacity));
+    }
+    batch->tasks.resize(base + request_list.size());
+
+    // Route each request; group by transport so each sub-batch gets one
+    // submission. Keyed by position in transports_ to keep table order.
+    std::map<size_t, std::vector<size_t>> groups;
+    for (size_t i = 0; i < request_list.size(); ++i) {
+        const Request& request = request_list[i];
+        SegmentDescRef desc;
+        Status s = segments_->getRemoteCached(request.target_id, desc);
+        if (s.ok() && !desc) {
+            s = Status::InvalidArgument("no descriptor for segment id " +
+                                        std::to_string(request.target_id));
+        }
+        TransportType chosen = UNSPEC;
+        if (s.ok()) s = selector_.select(request, *desc, chosen);
+        if (!s.ok()) {
+            LOG(WARNING) << "Batch " << batch_id << " task " << base + i
+                         << " failed: " << s.message();
+            continue;
+        }
+        for (size_t t = 0; t < transports_.size(); ++t) {
+            if (transports_[t].entry->type == chosen) {
+                groups[t].push_back(i);
+                break;
+            }
+        }
+    }
+
+    for (auto& group : groups) {
+        Loaded& loaded = transports_[group.first];
+        Transport* transport = loaded.transport.get();
+        Status s;
+        auto sub_it = batch->subs.find(transport);
+        if (sub_it == batch->subs.end()) {
+            Transport::SubBatchRef sub = nullptr;
+            s = transport->allocateSubBatch(sub, batch->capacity);
+            if (s.ok()) sub_it = batch->subs.emplace(transport, sub).first;
+        }
+        std::vector<Request> requests;
+        for (size_t i : group.second) requests.push_back(request_list[i]);
+        size_t sub_base = 0;
+        if (s.ok()) {
+            sub_base = sub_it->second->size();
+            s = transport->submitTransferTasks(sub_it->second, requests);
+        }
+        if (!s.ok()) {
+            LOG(WARNING) << "Batch " << batch_id << ": transport "
+                         << loaded.entry->name << " rejected "
+                         << requests.size() << " request(s): " << s.message();
+            continue;  // their TaskRefs stay unrouted, so they read FAILED
+        }
+        for (size_t k = 0; k < group.second.size(); ++k) {
+            Batch::TaskRef& ref = batch->tasks[base + group.second[k]];
+            ref.transport = transport;
+            ref.sub_task = static_cast<int>(sub_base + k);
+        }
+    }
+    return Status::OK();
+}
+
+Status TransferEngineImpl::taskStatus(Batch& batch, size_t task_id,
+                                      TransferStatus& status) {
+    // Caller holds batch.mu.
+    const Batch::TaskRef& ref = batch.tasks[task_id];
+    if (!ref.transport) {
+        status.s = FAILED;
+        status.transferred_bytes = 0;
+        return Status::OK();
+    }
+    return ref.transport->getTransferStatus(batch.subs.at(ref.transport),
+                                            ref.sub_task, status);
+}
+
+Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
+                                             TransferStatus& status) {
+    if (!available()) return notAvailable();
+    std::shared_ptr<Batch> batch = findBatch(batch_id);
+    if (!batch) {
+        return Status::InvalidArgument("getTransferStatus: unknown batch id " +
+                                       std::to_string(batch_id));
+    }
+    std::lock_guard<std::mutex> lock(batch->mu);
+    if (task_id >= batch->tasks.size()) {
+        return Status::InvalidArgument(
+            "getTransferStatus: task id " + std::to_string(task_id) +
+            " out of range (batch " + std::to_string(batch_id) + " has " +
+            std::to_string(batch->tasks.size()) + " tasks)");
+    }
+    return taskStatus(*batch, task_id, status);
+}
+
+Status TransferEngineImpl::getTransferStatus(
+    BatchID batch_id, std::vector<TransferStatus>& status_list) {
+    if (!available()) return notAvailable();
+    std::shared_ptr<Batch> batch = findBatch(batch_id);
+    if (!batch) {
+        return Status::InvalidArgument("getTransferStatus: unknown batch id " +
+                                       std::to_string(batch_id));
+    }
+    std::lock_guard<std::mutex> lock(batch->mu);
+    status_list.assign(batch->tasks.size(), TransferStatus());
+    for (size_t i = 0; i < batch->tasks.size(); ++i) {
+        CHECK_STATUS(taskStatus(*batch, i, status_list[i]));
+    }
+    return Status::OK();
+}
+
+Status TransferEngineImpl::getTransferStatus(BatchID batch_id,
+                                             TransferStatus& overall) {
+    std::vector<TransferStatus> list;
+    CHECK_STATUS(getTransferStatus(batch_id, list));
+    bool pending = false, failed = false;
+    overall.transferred_bytes = 0;
+    for (const TransferStatus& s : list) {
+        overall.transferred_bytes += s.transferred_bytes;
+        if (s.s == PENDING || s.s == INITIAL) {
+            pending = true;
+        } else if (s.s != COMPLETED) {
+            failed = true;  // FAILED, TIMEOUT, CANCELED, INVALID
+        }
+    }
+    overall.s = pending ? PENDING : (failed ? FAILED : COMPLETED);
+    return Status::OK();
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,162 @@
+// TransferEngineImpl construction: configuration, control plane, segment
+// manager and transports; and the teardown that undoes them in reverse.
+#include <glog/logging.h>
+
+#include <chrono>
+
+#include "runtime/transfer_engine_impl.h"
+
+namespace mooncake::tent {
+
+TransferEngineImpl::TransferEngineImpl(std::shared_ptr<Config> conf,
+                                       const std::string& config_path)
+    : conf_(std::move(conf)) {
+    init_status_ = construct(config_path);
+    if (!init_status_.ok()) {
+        LOG(ERROR) << "TransferEngine is not available: "
+                   << init_status_.message();
+        // Whatever came up before the failure goes down again now, so an
+        // unavailable engine holds no port and no threads.
+        teardown();
+    }
+}
+
+TransferEngineImpl::~TransferEngineImpl() { teardown(); }
+
+Status TransferEngineImpl::notAvailable() const {
+    return Status::Unavailable("TransferEngine is not available: " +
+                               init_status_.message());
+}
+
+Status TransferEngineImpl::construct(const std::string& config_path) {
+    if (!conf_) conf_ = std::make_shared<Config>();
+    if (!config_path.empty()) CHECK_STATUS(conf_->loadFile(config_path));
+    CHECK_STATUS(conf_->applyEnvOverride());
+
+    const std::string metadata_type = conf_->get("metadata_type", "p2p");
+    if (metadata_type != "p2p") {
+        return Status::InvalidArgument(
+            "metadata_type " + metadata_type +
+            " is not supported (this engine implements p2p only)");
+    }
+
+    topology_ = std::make_shared<Topology>();
+    Status s = topology_->discover();
+    if (!s.ok()) {
+        // Transports that need devices check the topology themselves; an
+        // empty one is valid (see topology.h).
+        LOG(WARNING) << "Topology discovery failed, continuing without "
+                        "devices: "
+                     << s.message();
+        topology_ = std::make_shared<Topology>();
+    }
+
+    CHECK_STATUS(startControlPlane());
+
+    int64_t ttl_ms = conf_->get<int64_t>("metadata/cache_ttl_ms", 10000);
+    if (ttl_ms < 0) {
+        return Status::InvalidArgument(
+            "metadata/cache_ttl_ms must not be negative, got " +
+            std::to_string(ttl_ms));
+    }
+    segments_ = std::make_shared<SegmentManager>(
+        local_segment_name_, std::make_shared<P2PSegmentFetcher>(),
+        std::chrono::milliseconds(ttl_ms));
+    std::weak_ptr<SegmentManager> weak = segments_;
+    control_->setLocalProvider([weak]() -> SegmentDescRef {
+        auto manager = weak.lock();
+        return manager ? manager->getLocal() : nullptr;
+    });
+
+    CHECK_STATUS(selector_.loadPolicy(*conf_));
+    loadTransports();
+    return Status::OK();
+}
+
+Status TransferEngineImpl::startControlPlane() {
+    const Json::Value port_value = conf_->getValue("rpc_server_port");
+    int64_t port = 0;
+    if (!port_value.isNull()) {
+        if (!port_value.isIntegral() || port_value.asInt64() < 0 ||
+            port_value.asInt64() > 65535) {
+            return Status::InvalidArgument(
+                "rpc_server_port must be an integer in [0, 65535], got " +
+                port_value.toStyledString().substr(
+                    0, port_value.toStyledString().find('\n')));
+        }
+        port = port_value.asInt64();
+    }
+    control_ = std::make_unique<ControlService>();
+    CHECK_STATUS(control_->start(static_cast<uint16_t>(port)));
+    rpc_port_ = control_->port();
+
+    hostname_ = conf_->get("rpc_server_hostname", "");
+    if (hostname_.empty()) hostname_ = discoverLocalHostname();
+    // p2p metadata: peers find us by this name, so it replaces any
+    // configured local_segment_name.
+    local_segment_name_ = hostname_ + ":" + std::to_string(rpc_port_);
+    conf_->set("local_segment_name", local_segment_name_);
+    LOG(INFO) << "TransferEngine: segment " << local_segment_name_
+              << " (metadata_type=p2p)";
+    return Status::OK();
+}
+
+void TransferEngineImpl::loadTransports() {
+    std::vector<TransportType> loaded;
+    for (const TransportEntry& entry : transportTable()) {
+        const std::string gate =
+            std::string("transports/") + entry.name + "/enable";
+        if (!conf_->get(gate, entry.enabled_by_default)) continue;
+        std::unique_ptr<Transport> transport = entry.factory();
+        std::string name = local_segment_name_;
+        Status s = transport->install(name, segments_, topology_, conf_);
+        if (!s.ok()) {
+            LOG(WARNING) << "Transport " << entry.name
+                         << " skipped: " << s.message();
+            // A half-installed transport may hold threads or sockets.
+            transport->uninstall();
+            continue;
+        }
+        loaded.push_back(entry.type);
+        transports_.push_back(Loaded{&entry, std::move(transport)});
+    }
+    selector_.setLoaded(loaded);
+    if (transports_.empty()) {
+        LOG(WARNING) << "TransferEngine: no transport is loaded; memory "
+                        "registration will fail";
+    }
+}
+
+void TransferEngineImpl::teardown() {
+    {
+        std::lock_guard<std::mutex> lock(batch_mu_);
+        batches_.clear();  // Batch's destructor frees its sub-batches
+    }
+    // Transports go first: they may still talk to peers through the
+    // segment manager, and peers may still ask our control service.
+    for (auto it = transports_.rbegin(); it != transports_.rend(); ++it) {
+        Status s = it->transport->uninstall();
+        if (!s.ok()) {
+            LOG(WARNING) << "Transport " << it->entry->name
+                         << " uninstall failed: " << s.message();
+        }
+    }
+    transports_.clear();
+    if (control_) control_->stop();
+    control_.reset();
+    {
+        std::lock_guard<std::mutex> lock(memory_mu_);
+        for (auto& entry : allocations_) std::free(entry.first);
+        allocations_.clear();
+        registered_.clear();
+    }
+    segments_.reset();
+}
+
+std::vector<std::string> TransferEngineImpl::installedTransportNames() const {
+    std::vector<std::string> names;
+    for (const Loaded& l : transports_) names.push_back(l.entry->name);
+    return names;
+}
+
+}  // namespace mooncake::tent

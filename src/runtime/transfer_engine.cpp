@@ -1,0 +1,126 @@
+// TransferEngine: the public C++ facade; every call forwards to the impl,
+// which answers "not available" when construction failed.
+#include "tent/transfer_engine.h"
+
+#include "runtime/transfer_engine_impl.h"
+
+namespace mooncake::tent {
+
+TransferEngine::TransferEngine()
+    : impl_(std::make_unique<TransferEngineImpl>(nullptr)) {}
+
+TransferEngine::TransferEngine(const std::string config_path)
+    : impl_(std::make_unique<TransferEngineImpl>(nullptr, config_path)) {}
+
+TransferEngine::TransferEngine(std::shared_ptr<Config> config)
+    // A private copy: the engine records its derived identity (segment
+    // name) in its configuration and must not write into the caller's.
+    : impl_(std::make_unique<TransferEngineImpl>(
+          config ? std::make_shared<Config>(*config) : nullptr)) {}
+
+TransferEngine::~TransferEngine() = default;
+
+bool TransferEngine::available() const { return impl_->available(); }
+
+const std::string TransferEngine::getSegmentName() const {
+    return impl_->segmentName();
+}
+
+const std::string TransferEngine::getRpcServerAddress() const {
+    if (!impl_->available()) return "";
+    return impl_->hostname() + ":" + std::to_string(impl_->rpcPort());
+}
+
+uint16_t TransferEngine::getRpcServerPort() const { return impl_->rpcPort(); }
+
+std::vector<std::string> TransferEngine::getSupportedTransports() const {
+    return impl_->installedTransportNames();
+}
+
+Status TransferEngine::openSegment(SegmentID& handle,
+                                   const std::string& segment_name) {
+    return impl_->openSegment(handle, segment_name);
+}
+
+Status TransferEngine::closeSegment(SegmentID handle) {
+    return impl_->closeSegment(handle);
+}
+
+Status TransferEngine::getSegmentInfo(SegmentID handle, SegmentInfo& info) {
+    return impl_->getSegmentInfo(handle, info);
+}
+
+Status TransferEngine::allocateLocalMemory(void** addr, size_t size,
+                                           Location location) {
+    MemoryOptions options;
+    options.location = std::move(location);
+    return impl_->allocateLocalMemory(addr, size, options);
+}
+
+Status TransferEngine::allocateLocalMemory(void** addr, size_t size,
+                                           MemoryOptions& options) {
+    return impl_->allocateLocalMemory(addr, size, options);
+}
+
+Status TransferEngine::freeLocalMemory(void* addr) {
+    return impl_->freeLocalMemory(addr);
+}
+
+Status TransferEngine::registerLocalMemory(void* addr, size_t size,
+                                           Permission permission) {
+    MemoryOptions options;
+    options.perm = permission;
+    return impl_->registerLocalMemory({addr}, {size}, options);
+}
+
+Status TransferEngine::registerLocalMemory(std::vector<void*> addr_list,
+                                           std::vector<size_t> size_list,
+                                           Permission permission) {
+    MemoryOptions options;
+    options.perm = permission;
+    return impl_->registerLocalMemory(addr_list, size_list, options);
+}
+
+Status TransferEngine::registerLocalMemory(void* addr, size_t size,
+                                           MemoryOptions& options) {
+    return impl_->registerLocalMemory({addr}, {size}, options);
+}
+
+Status TransferEngine::unregisterLocalMemory(void* addr, size_t size) {
+    return impl_->unregisterLocalMemory({addr}, {size});
+}
+
+Status TransferEngine::unregisterLocalMemory(std::vector<void*> addr_list,
+                                             std::vector<size_t> size_list) {
+    return impl_->unregisterLocalMemory(addr_list, size_list);
+}
+
+BatchID TransferEngine::allocateBatch(size_t batch_size) {
+    return impl_->allocateBatch(batch_size);
+}
+
+Status TransferEngine::freeBatch(BatchID batch_id) {
+    return impl_->freeBatch(batch_id);
+}
+
+Status TransferEngine::submitTransfer(
+    BatchID batch_id, const std::vector<Request>& request_list) {
+    return impl_->submitTransfer(batch_id, request_list);
+}
+
+Status TransferEngine::getTransferStatus(BatchID batch_id, size_t task_id,
+                                         TransferStatus& status) {
+    return impl_->getTransferStatus(batch_id, task_id, status);
+}
+
+Status TransferEngine::getTransferStatus(
+    BatchID batch_id, std::vector<TransferStatus>& status_list) {
+    return impl_->getTransferStatus(batch_id, status_list);
+}
+
+Status TransferEngine::getTransferStatus(BatchID batch_id,
+                                         TransferStatus& overall_status) {
+    return impl_->getTransferStatus(batch_id, overall_status);
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,122 @@
+// TransferEngineImpl: the engine behind TransferEngine (private header).
+//
+// Split by job: engine_setup.cpp (construction, transport loading,
+// teardown), engine_memory.cpp (allocation and registration),
+// engine_batch.cpp (batches, routing, status), engine_segments.cpp
+// (opening peers).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tent/common/config.h"
+#include "tent/common/status.h"
+#include "tent/common/types.h"
+#include "tent/runtime/control_plane.h"
+#include "tent/runtime/segment_manager.h"
+#include "tent/runtime/topology.h"
+#include "tent/runtime/transport.h"
+#include "tent/runtime/transport_selector.h"
+
+namespace mooncake::tent {
+
+class TransferEngineImpl {
+ public:
+    // Always constructs; a failure leaves available() false and every call
+    // answers with notAvailable().
+    // `config_path`, when not empty, is loaded into `conf` first.
+    explicit TransferEngineImpl(std::shared_ptr<Config> conf,
+                                const std::string& config_path = "");
+    ~TransferEngineImpl();
+
+    TransferEngineImpl(const TransferEngineImpl&) = delete;
+    TransferEngineImpl& operator=(const TransferEngineImpl&) = delete;
+
+    bool available() const { return init_status_.ok(); }
+    const Status& initStatus() const { return init_status_; }
+    // The error every call returns when construction failed.
+    Status notAvailable() const;
+
+    const std::string& segmentName() const { return local_segment_name_; }
+    const std::string& hostname() const { return hostname_; }
+    uint16_t rpcPort() const { return rpc_port_; }
+    std::vector<std::string> installedTransportNames() const;
+
+    // engine_segments.cpp
+    Status openSegment(SegmentID& handle, const std::string& segment_name);
+    Status closeSegment(SegmentID handle);
+    Status getSegmentInfo(SegmentID handle, SegmentInfo& info);
+
+    // engine_memory.cpp
+    Status allocateLocalMemory(void** addr, size_t size,
+                               const MemoryOptions& options);
+    Status freeLocalMemory(void* addr);
+    Status registerLocalMemory(const std::vector<void*>& addr_list,
+                               const std::vector<size_t>& size_list,
+                               const MemoryOptions& options);
+    Status unregisterLocalMemory(const std::vector<void*>& addr_list,
+                                 const std::vector<size_t>& size_list);
+
+    // engine_batch.cpp
+    BatchID allocateBatch(size_t batch_size);
+    Status freeBatch(BatchID batch_id);
+    Status submitTransfer(BatchID batch_id,
+                          const std::vector<Request>& request_list);
+    Status getTransferStatus(BatchID batch_id, size_t task_id,
+                             TransferStatus& status);
+    Status getTransferStatus(BatchID batch_id,
+                             std::vector<TransferStatus>& status_list);
+    Status getTransferStatus(BatchID batch_id, TransferStatus& overall);
+
+ private:
+    struct Loaded {
+        const TransportEntry* entry;
+        std::unique_ptr<Transport> transport;
+    };
+    struct Batch;
+
+    // engine_setup.cpp
+    Status construct(const std::string& config_path);
+    Status startControlPlane();
+    void loadTransports();
+    void teardown();
+
+    // engine_memory.cpp
+    Status registerOne(void* addr, size_t size, const MemoryOptions& options);
+    Status unregisterOne(void* addr, size_t size);
+
+    // engine_batch.cpp
+    std::shared_ptr<Batch> findBatch(BatchID id) const;
+    Transport* transportOf(TransportType type) const;
+    Status taskStatus(Batch& batch, size_t task_id, TransferStatus& status);
+
+    std::shared_ptr<Config> conf_;
+    Status init_status_;
+    std::string hostname_;
+    uint16_t rpc_port_ = 0;
+    std::string local_segment_name_;
+
+    std::shared_ptr<Topology> topology_;
+    std::unique_ptr<ControlService> control_;
+    std::shared_ptr<SegmentManager> segments_;
+    // In transportTable() order.
+    std::vector<Loaded> transports_;
+    TransportSelector selector_;
+
+    std::mutex memory_mu_;
+    // allocateLocalMemory() blocks: base -> size.
+    std::map<void*, size_t> allocations_;
+    // Registered buffers: base -> transports that accepted it (in table
+    // order), so unregister asks exactly those.
+    std::map<uint64_t, std::vector<Transport*>> registered_;
+
+    mutable std::mutex batch_mu_;
+    std::map<BatchID, std::shared_ptr<Batch>> batches_;
+    BatchID next_batch_id_ = 1;
+};
+
+}  // namespace mooncake::tent

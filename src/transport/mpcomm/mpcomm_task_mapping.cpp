@@ -1,0 +1,70 @@
+#include "tent/transport/mpcomm/mpcomm_task_mapping.h"
+
+#include <glog/logging.h>
+
+namespace mooncake::tent {
+
+namespace {
+
+const char* opName(const Request& request) {
+    return request.opcode == Request::WRITE ? "WRITE" : "READ";
+}
+
+}  // namespace
+
+MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
+                                         const Request& request,
+                                         const std::string& host_id) {
+    auto local = reinterpret_cast<uintptr_t>(request.source);
+    auto remote = static_cast<uintptr_t>(request.target_offset);
+    if (request.opcode == Request::WRITE) {
+        return adapter.putAsync(local, host_id, remote, request.length);
+    }
+    return adapter.getAsync(local, host_id, remote, request.length);
+}
+
+void pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
+    if (task.status_word.load(std::memory_order_acquire) != PENDING) return;
+    // Take the handle before asking about it: a handle is touched by one
+    // thread at a time, so no poller can ask about a handle that another
+    // has just released. A poller that finds none returns; the task is
+    // still PENDING from its point of view.
+    MpcommTransferHandle handle = task.mpcomm_handle.exchange(
+        kInvalidMpcommTransferHandle, std::memory_order_acq_rel);
+    if (handle == kInvalidMpcommTransferHandle) return;
+    if (!adapter.isTransferComplete(handle)) {
+        task.mpcomm_handle.store(handle, std::memory_order_release);
+        return;
+    }
+    MpcommTransferOutcome outcome = adapter.getTransferResult(handle);
+    adapter.releaseTransfer(handle);
+
+    TransferStatusEnum final_status = COMPLETED;
+    if (!outcome.ok) {
+        LOG(WARNING) << "MpcommTransport: " << opName(task.request) << " of "
+                     << task.request.length << " bytes to remote address 0x"
+                     << std::hex << task.request.target_offset << std::dec
+                     << " failed, error=" << outcome.native_status;
+        final_status = FAILED;
+    } else if (outcome.bytes_transferred != task.request.length) {
+        // Success with a short count is not trusted.
+        LOG(WARNING) << "MpcommTransport: " << opName(task.request)
+                     << " reported success after " << outcome.bytes_transferred
+                     << " of " << task.request.length
+                     << " bytes; marking it FAILED";
+        final_status = FAILED;
+    }
+    task.transferred_bytes.store(outcome.bytes_transferred,
+                                 std::memory_order_relaxed);
+    task.status_word.store(final_status, std::memory_order_release);
+}
+
+void abandonMpcommTask(MpcommTask& task) {
+    task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
+                             std::memory_order_release);
+    TransferStatusEnum expected = PENDING;
+    task.status_word.compare_exchange_strong(expected, FAILED,
+                                             std::memory_order_acq_rel);
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,294 @@
+// TcpTransport lifecycle, buffers and batches. The target side lives in
+// tcp_server.cpp, the initiator workers in tcp_worker.cpp.
+#include "tent/transport/tcp/tcp_transport.h"
+
+#include <glog/logging.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "transport/tcp/tcp_task.h"
+#include "transport/tcp/tcp_wire.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+std::string hexRange(uint64_t addr, uint64_t length) {
+    std::ostringstream os;
+    os << "[0x" << std::hex << addr << ", +0x" << length << ")";
+    return os.str();
+}
+
+// "host:port" -> "host"; a name without a port is already a host.
+std::string hostOf(const std::string& segment_name) {
+    size_t colon = segment_name.rfind(':');
+    return colon == std::string::npos ? segment_name
+                                      : segment_name.substr(0, colon);
+}
+
+Status readSettings(const std::shared_ptr<Config>& conf,
+                    TcpTransport::Settings& out) {
+    if (!conf) return Status::OK();
+    int timeout_ms = conf->get("transports/tcp/timeout_ms", out.timeout_ms);
+    if (timeout_ms <= 0) {
+        return Status::InvalidArgument(
+            "transports/tcp/timeout_ms must be positive, got " +
+            std::to_string(timeout_ms));
+    }
+    int workers = conf->get("transports/tcp/workers", out.workers);
+    if (workers <= 0 || workers > 256) {
+        return Status::InvalidArgument(
+            "transports/tcp/workers must be in [1, 256], got " +
+            std::to_string(workers));
+    }
+    out.timeout_ms = timeout_ms;
+    out.workers = workers;
+    return Status::OK();
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport() = default;
+
+TcpTransport::~TcpTransport() { uninstall(); }
+
+Status TcpTransport::install(std::string& local_segment_name,
+                             std::shared_ptr<SegmentManager> metadata,
+                             std::shared_ptr<Topology> local_topology,
+                             std::shared_ptr<Config> conf) {
+    if (running_.load()) {
+        return Status::InvalidArgument("tcp transport is already installed");
+    }
+    if (!metadata) {
+        return Status::InvalidArgument(
+            "tcp transport needs a SegmentManager to publish its endpoint");
+    }
+    CHECK_STATUS(readSettings(conf, settings_));
+    int fd = -1;
+    uint16_t port = 0;
+    CHECK_STATUS(tcp_wire::listenAny(0, fd, port));
+    std::string endpoint =
+        hostOf(local_segment_name) + ":" + std::to_string(port);
+    Status s = metadata->updateLocal([&](SegmentDesc& desc) {
+        desc.memory.transport_attrs[TCP] = endpoint;
+        return Status::OK();
+    });
+    if (s.ok()) s = metadata->synchronizeLocal();
+    if (!s.ok()) {
+        ::close(fd);
+        return Status(s.code(), "tcp transport cannot publish its endpoint " +
+                                    endpoint + ": " + s.message());
+    }
+    metadata_ = std::move(metadata);
+    listen_fd_ = fd;
+    listen_port_ = port;
+    endpoint_ = endpoint;
+    caps_ = TransportCapabilities();
+    caps_.dram_to_dram = true;
+    running_.store(true);
+    acceptor_ = std::thread(&TcpTransport::acceptLoop, this);
+    for (int i = 0; i < settings_.workers; ++i) {
+        workers_.emplace_back(&TcpTransport::workerLoop, this);
+    }
+    LOG(INFO) << "TcpTransport: listening on " << endpoint_ << " ("
+              << settings_.workers << " workers, timeout "
+              << settings_.timeout_ms << " ms)";
+    return Status::OK();
+}
+
+Status TcpTransport::uninstall() {
+    if (!running_.exchange(false)) return Status::OK();
+    // Shutting the sockets down (not closing them: their owners do) wakes
+    // every thread blocked on one; the flag tells them to leave.
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    {
+        std::lock_guard<std::mutex> lock(conn_mu_);
+        for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
+    }
+    {
+        // Taking the lock orders the flag against a worker that checked
+        // it and is about to wait, so the notify below cannot be lost.
+        std::lock_guard<std::mutex> lock(queue_mu_);
+    }
+    queue_cv_.notify_all();
+    if (acceptor_.joinable()) acceptor_.join();
+    for (std::thread& t : workers_) t.join();
+    workers_.clear();
+    std::vector<Server> servers;
+    {
+        std::lock_guard<std::mutex> lock(conn_mu_);
+        servers.swap(servers_);
+    }
+    for (Server& server : servers) server.thread.join();
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    failQueued();
+    return Status::OK();
+}
+
+void TcpTransport::failQueued() {
+    std::deque<std::shared_ptr<Task>> left;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        left.swap(queue_);
+    }
+    for (auto& task : left) task->finish(FAILED);
+}
+
+bool TcpTransport::trackSocket(int fd) {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    // Checked under the lock uninstall() takes to shut sockets down, so a
+    // socket is either shut down by it or never used.
+    if (!running_.load()) return false;
+    sockets_.insert(fd);
+    return true;
+}
+
+void TcpTransport::untrackSocket(int fd) {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    sockets_.erase(fd);
+}
+
+Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
+                                     const MemoryOptions& options) {
+    if (desc.length == 0) {
+        return Status::InvalidArgument("tcp transport cannot register " +
+                                       hexRange(desc.addr, desc.length) +
+                                       ": length is zero");
+    }
+    if (desc.location.rfind("cuda", 0) == 0) {
+        return Status::InvalidArgument(
+            "tcp transport cannot register device memory at " + desc.location);
+    }
+    {
+        std::unique_lock<std::shared_mutex> lock(buffers_mu_);
+        buffers_[desc.addr] = desc.length;
+    }
+    for (TransportType t : desc.transports) {
+        if (t == TCP) return Status::OK();
+    }
+    desc.transports.push_back(TCP);
+    return Status::OK();
+}
+
+Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
+    std::unique_lock<std::shared_mutex> lock(buffers_mu_);
+    auto it = buffers_.find(desc.addr);
+    if (it == buffers_.end()) {
+        return Status::InvalidArgument("tcp transport has no buffer at " +
+                                       hexRange(desc.addr, desc.length));
+    }
+    buffers_.erase(it);
+    return Status::OK();
+}
+
+bool TcpTransport::rangeRegistered(uint64_t addr, uint64_t length) const {
+    // Caller holds buffers_mu_ (shared). The candidate is the buffer with
+    // the greatest base <= addr; overlapping registrations are not merged,
+    // so a range spanning two buffers is refused.
+    auto it = buffers_.upper_bound(addr);
+    if (it == buffers_.begin()) return false;
+    --it;
+    uint64_t base = it->first, len = it->second;
+    if (addr < base) return false;
+    uint64_t offset = addr - base;
+    return offset <= len && length <= len - offset;
+}
+
+Status TcpTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
+    if (max_size == 0) {
+        return Status::InvalidArgument(
+            "tcp transport: sub-batch capacity must be positive");
+    }
+    batch = new TcpSubBatch(max_size);
+    return Status::OK();
+}
+
+Status TcpTransport::freeSubBatch(SubBatchRef& batch) {
+    delete static_cast<TcpSubBatch*>(batch);
+    batch = nullptr;
+    return Status::OK();
+}
+
+Status TcpTransport::submitTransferTasks(
+    SubBatchRef batch, const std::vector<Request>& request_list) {
+    auto* sub = static_cast<TcpSubBatch*>(batch);
+    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    if (!running_.load()) {
+        return Status::Unavailable("tcp transport is not installed");
+    }
+    std::vector<std::shared_ptr<Task>> created;
+    {
+        std::lock_guard<std::mutex> lock(sub->mu);
+        if (sub->tasks.size() + request_list.size() > sub->capacity) {
+            return Status::TooManyRequests(
+                "tcp transport: " + std::to_string(request_list.size()) +
+                " requests exceed the sub-batch's remaining capacity " +
+                std::to_string(sub->capacity - sub->tasks.size()));
+        }
+        for (const Request& request : request_list) {
+            auto task = std::make_shared<Task>();
+            task->request = request;
+            sub->tasks.push_back(task);
+            created.push_back(std::move(task));
+        }
+    }
+    std::vector<std::shared_ptr<Task>> runnable;
+    for (auto& task : created) {
+        SegmentDescRef desc;
+        Status s = metadata_->getRemoteCached(task->request.target_id, desc);
+        if (s.ok() && desc) {
+            task->segment = desc->name;
+            task->endpoint = desc->memory.getTransportAttrs(TCP);
+            if (task->endpoint.empty()) {
+                s = Status::InvalidArgument(
+                    "segment " + desc->name +
+                    " publishes no tcp endpoint (transport_attrs[TCP])");
+            }
+        } else if (s.ok()) {
+            s = Status::InvalidArgument(
+                "no descriptor for segment id " +
+                std::to_string(task->request.target_id));
+        }
+        if (!s.ok()) {
+            LOG(WARNING) << "TcpTransport: task failed: " << s.message();
+            task->finish(FAILED);
+            continue;
+        }
+        runnable.push_back(std::move(task));
+    }
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        for (auto& task : runnable) queue_.push_back(std::move(task));
+    }
+    queue_cv_.notify_all();
+    // uninstall() may have drained the queue between the check above and
+    // the push; whatever it missed is failed here rather than left PENDING.
+    if (!running_.load()) failQueued();
+    return Status::OK();
+}
+
+Status TcpTransport::getTransferStatus(SubBatchRef batch, int task_id,
+                                       TransferStatus& status) {
+    auto* sub = static_cast<TcpSubBatch*>(batch);
+    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    std::shared_ptr<Task> task;
+    {
+        std::lock_guard<std::mutex> lock(sub->mu);
+        if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
+            return Status::InvalidArgument(
+                "tcp transport: task id " + std::to_string(task_id) +
+                " out of range (" + std::to_string(sub->tasks.size()) +
+                " submitted)");
+        }
+        task = sub->tasks[task_id];
+    }
+    status.s = static_cast<TransferStatusEnum>(
+        task->state.load(std::memory_order_acquire));
+    status.transferred_bytes = task->transferred.load();
+    return Status::OK();
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,120 @@
+// A local and a peer SegmentManager that read each other's published
+// snapshots, a topology with two RDMA NICs, and an MpcommTransport over the
+// mock adapter. The MPCOMM_* variables the transport reads are unset for
+// each test; a test sets them with its own ScopedEnv.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpcomm/mock_mpcomm_adapter.h"
+#include "mpcomm/mpcomm_test_support.h"
+#include "tent/transport/mpcomm/mpcomm_transport.h"
+
+namespace mooncake::tent::testing {
+
+class MpcommTransportFixture : public ::testing::Test {
+ protected:
+    const std::string kLocal = "10.0.0.1:12345";
+    const std::string kPeer = "10.0.0.2:12346";
+    static constexpr uint64_t kPeerBuffer = 0x10000;
+    static constexpr uint64_t kPeerBufferLength = 0x1000;
+
+    void SetUp() override {
+        fetcher_ = std::make_shared<SnapshotFetcher>();
+        local_sm_ = std::make_shared<SegmentManager>(kLocal, fetcher_);
+        peer_sm_ = std::make_shared<SegmentManager>(kPeer, fetcher_);
+        fetcher_->add(kLocal, local_sm_);
+        fetcher_->add(kPeer, peer_sm_);
+        topology_ = std::make_shared<Topology>();
+        topology_->nic_list_ = {{"mlx5_0", NIC_RDMA, 0},
+                                {"eth0", NIC_TCP, 0},
+                                {"mlx5_1", NIC_RDMA, 1}};
+        conf_ = std::make_shared<Config>();
+        adapter_ = std::make_shared<MockMpcommAdapter>();
+        transport_ = std::make_unique<MpcommTransport>(adapter_);
+        transport_->setModulesPath(no_peermem_.path());
+    }
+
+    void TearDown() override { transport_.reset(); }
+
+    Status install() {
+        std::string name = kLocal;
+        return transport_->install(name, local_sm_, topology_, conf_);
+    }
+
+    // What the peer advertises, as its own install() would have.
+    void publishPeer(const std::string& attr, std::vector<BufferDesc> buffers) {
+        ASSERT_TRUE(peer_sm_
+                        ->updateLocal([&](SegmentDesc& desc) {
+                            if (attr.empty()) {
+                                desc.memory.transport_attrs.erase(MPCOMM);
+                            } else {
+                                desc.memory.transport_attrs[MPCOMM] = attr;
+                            }
+                            desc.memory.buffers = buffers;
+                            return Status::OK();
+                        })
+                        .ok());
+        ASSERT_TRUE(peer_sm_->synchronizeLocal().ok());
+    }
+
+    static BufferDesc mpcommBuffer(uint64_t addr, uint64_t length) {
+        BufferDesc desc;
+        desc.addr = addr;
+        desc.length = length;
+        desc.transports = {TCP, MPCOMM};
+        return desc;
+    }
+
+    void publishDefaultPeer() {
+        publishPeer("v1:10.0.0.2:14000",
+                    {mpcommBuffer(kPeerBuffer, kPeerBufferLength)});
+    }
+
+    SegmentID openPeer() {
+        SegmentID id = 0;
+        EXPECT_TRUE(local_sm_->openRemote(id, kPeer).ok());
+        return id;
+    }
+
+    Request request(Request::OpCode op, SegmentID target, size_t length,
+                    uint64_t offset = kPeerBuffer) {
+        Request r;
+        r.opcode = op;
+        r.source = local_data_;
+        r.target_id = target;
+        r.target_offset = offset;
+        r.length = length;
+        return r;
+    }
+
+    TransferStatus statusOf(Transport::SubBatchRef batch, int task) {
+        TransferStatus status;
+        Status st = transport_->getTransferStatus(batch, task, status);
+        EXPECT_TRUE(st.ok()) << st;
+        return status;
+    }
+
+    // Unset for every test; a test overrides with its own ScopedEnv.
+    ScopedEnv tcp_port_env_{"MPCOMM_TCP_PORT", std::nullopt};
+    ScopedEnv remote_port_env_{"MPCOMM_REMOTE_TCP_PORT", std::nullopt};
+    ScopedEnv nic_filter_env_{"MPCOMM_NIC_FILTER", std::nullopt};
+    TempFile no_peermem_{
+        "nvidia 56655872 1 nvidia_uvm, Live 0x0000000000000000 (POE)\n"
+        "ib_core 434176 2 rdma_ucm, Live 0x0000000000000000\n"};
+
+    std::shared_ptr<SnapshotFetcher> fetcher_;
+    std::shared_ptr<SegmentManager> local_sm_;
+    std::shared_ptr<SegmentManager> peer_sm_;
+    std::shared_ptr<Topology> topology_;
+    std::shared_ptr<Config> conf_;
+    std::shared_ptr<MockMpcommAdapter> adapter_;
+    std::unique_ptr<MpcommTransport> transport_;
+    char local_data_[4096] = {};
+};
+
+}  // namespace mooncake::tent::testing

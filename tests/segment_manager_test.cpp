@@ -1,0 +1,392 @@
+#include "tent/runtime/segment_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mooncake::tent {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Counts fetches per name and answers with a descriptor whose single
+// transport attribute records which fetch produced it.
+class CountingFetcher : public SegmentFetcher {
+ public:
+    Status fetch(const std::string& name, SegmentDesc& out) override {
+        int n = ++calls_;
+        if (fail_next_.exchange(false)) {
+            return Status::RpcServiceError("peer " + name + " is down");
+        }
+        out = SegmentDesc();
+        out.name = name;
+        out.memory.transport_attrs[TCP] = "fetch#" + std::to_string(n);
+        return Status::OK();
+    }
+    int calls() const { return calls_.load(); }
+    void failNext() { fail_next_ = true; }
+
+ private:
+    std::atomic<int> calls_{0};
+    std::atomic<bool> fail_next_{false};
+};
+
+BufferDesc makeBuffer(uint64_t addr, uint64_t length) {
+    BufferDesc b;
+    b.addr = addr;
+    b.length = length;
+    b.location = "cpu:0";
+    b.transports = {TCP, MPCOMM};
+    return b;
+}
+
+TEST(SegmentDescTest, JsonRoundTripKeepsEveryField) {
+    SegmentDesc desc;
+    desc.name = "10.0.0.1:15000";
+    desc.memory.buffers.push_back(makeBuffer(0xFFFFFFFFFFFF0000ull, 4096));
+    desc.memory.buffers.push_back(makeBuffer(0x1000, 1ull << 40));
+    desc.memory.transport_attrs[MPCOMM] = "v1:10.0.0.1:13579";
+    desc.memory.transport_attrs[TCP] = "10.0.0.1:40123";
+    Json::Value json = segmentToJson(desc);
+    EXPECT_EQ(json["transport_attrs"]["12"].asString(), "v1:10.0.0.1:13579");
+    EXPECT_EQ(json["type"].asString(), "memory");
+
+    SegmentDesc back;
+    ASSERT_TRUE(segmentFromJson(json, back).ok());
+    EXPECT_EQ(back.name, desc.name);
+    ASSERT_EQ(back.memory.buffers.size(), 2u);
+    EXPECT_EQ(back.memory.buffers[0].addr, 0xFFFFFFFFFFFF0000ull);
+    EXPECT_EQ(back.memory.buffers[1].length, 1ull << 40);
+    EXPECT_EQ(back.memory.buffers[0].transports,
+              (std::vector<TransportType>{TCP, MPCOMM}));
+    EXPECT_EQ(back.memory.getTransportAttrs(MPCOMM), "v1:10.0.0.1:13579");
+    EXPECT_EQ(back.memory.getTransportAttrs(RDMA), "");
+    EXPECT_EQ(segmentToJson(back), json);
+}
+
+TEST(SegmentDescTest, MalformedDescriptorsNameTheField) {
+    struct Case {
+        const char* field;
+        Json::Value value;
+        const char* message;
+    };
+    Json::Value good = segmentToJson([] {
+        SegmentDesc d;
+        d.name = "h:1";
+        d.memory.buffers.push_back(makeBuffer(1, 2));
+        return d;
+    }());
+    auto expectBad = [&](const std::function<void(Json::Value&)>& edit,
+                         const std::string& message) {
+        Json::Value v = good;
+        edit(v);
+        SegmentDesc out;
+        Status s = segmentFromJson(v, out);
+        EXPECT_TRUE(s.IsInvalidEntry()) << message;
+        EXPECT_EQ(s.message(), message);
+    };
+    expectBad([](Json::Value& v) { v["name"] = 5; },
+              "segment descriptor field name is missing or not a string");
+    expectBad([](Json::Value& v) { v["type"] = "disk"; },
+              "segment descriptor field type must be \"memory\" or \"file\", "
+              "got \"disk\"");
+    expectBad([](Json::Value& v) { v["buffers"] = "x"; },
+              "segment descriptor field buffers is not an array");
+    expectBad([](Json::Value& v) { v["buffers"][0]["addr"] = -1; },
+              "segment descriptor field buffers[0].addr is missing or not an "
+              "unsigned integer");
+    expectBad([](Json::Value& v) { v["buffers"][0]["length"] = "4096"; },
+              "segment descriptor field buffers[0].length is missing or not "
+              "an unsigned integer");
+    expectBad([](Json::Value& v) { v["buffers"][0]["location"] = 0; },
+              "segment descriptor field buffers[0].location is not a string");
+    expectBad([](Json::Value& v) { v["buffers"][0]["transports"][1] = 99; },
+              "segment descriptor field buffers[0].transports[1] is not a "
+              "transport type (0..12)");
+    expectBad([](Json::Value& v) { v["transport_attrs"]["tcp"] = "x"; },
+              "segment descriptor field transport_attrs key \"tcp\" is not a "
+              "non-negative integer");
+    expectBad([](Json::Value& v) { v["transport_attrs"]["7"] = 1; },
+              "segment descriptor field transport_attrs[\"7\"] is not a "
+              "string");
+    SegmentDesc out;
+    EXPECT_TRUE(segmentFromJson(Json::Value(3), out).IsInvalidEntry());
+}
+
+TEST(SegmentDescTest, FindBufferNeedsTheWholeRange) {
+    MemorySegmentDesc mem;
+    mem.buffers.push_back(makeBuffer(1000, 100));
+    mem.buffers.push_back(makeBuffer(UINT64_MAX - 10, 10));
+    EXPECT_EQ(mem.findBuffer(1000, 100), &mem.buffers[0]);
+    EXPECT_EQ(mem.findBuffer(1050, 50), &mem.buffers[0]);
+    EXPECT_EQ(mem.findBuffer(1050, 51), nullptr);
+    EXPECT_EQ(mem.findBuffer(999, 2), nullptr);
+    EXPECT_EQ(mem.findBuffer(UINT64_MAX - 5, 5), &mem.buffers[1]);
+    // Would wrap past 2^64 if computed as addr + length.
+    EXPECT_EQ(mem.findBuffer(UINT64_MAX - 5, UINT64_MAX), nullptr);
+}
+
+TEST(SegmentManagerTest, LocalStartsEmptyUnderItsName) {
+    SegmentManager mgr("10.0.0.1:15000", nullptr);
+    SegmentDescRef local = mgr.getLocal();
+    ASSERT_TRUE(local);
+    EXPECT_EQ(local->name, "10.0.0.1:15000");
+    EXPECT_EQ(local->type, SegmentType::Memory);
+    EXPECT_TRUE(local->memory.buffers.empty());
+    SegmentDescRef same;
+    ASSERT_TRUE(mgr.getRemoteCached(LOCAL_SEGMENT_ID, same).ok());
+    EXPECT_EQ(same, local);
+}
+
+TEST(SegmentManagerTest, HeldSnapshotIsUnchangedByUpdates) {
+    SegmentManager mgr("local", nullptr);
+    SegmentDescRef before = mgr.getLocal();
+    ASSERT_TRUE(mgr.updateLocal([](SegmentDesc& d) {
+                       d.memory.transport_attrs[MPCOMM] = "v1:1.2.3.4:5";
+                       d.memory.buffers.push_back(makeBuffer(1, 2));
+                       return Status::OK();
+                   })
+                    .ok());
+    SegmentDescRef after = mgr.getLocal();
+    EXPECT_NE(before, after);
+    EXPECT_TRUE(before->memory.transport_attrs.empty());
+    EXPECT_TRUE(before->memory.buffers.empty());
+    EXPECT_EQ(after->memory.getTransportAttrs(MPCOMM), "v1:1.2.3.4:5");
+}
+
+TEST(SegmentManagerTest, FailedMutatorPublishesNothing) {
+    SegmentManager mgr("local", nullptr);
+    SegmentDescRef before = mgr.getLocal();
+    Status s = mgr.updateLocal([](SegmentDesc& d) {
+        d.memory.buffers.push_back(makeBuffer(1, 2));
+        return Status::InvalidArgument("nope");
+    });
+    EXPECT_EQ(s, Status::InvalidArgument("nope"));
+    EXPECT_EQ(mgr.getLocal(), before);
+    EXPECT_TRUE(mgr.getLocal()->memory.buffers.empty());
+}
+
+TEST(SegmentManagerTest, SynchronizeCountsOnlyNewSnapshots) {
+    SegmentManager mgr("local", nullptr);
+    EXPECT_EQ(mgr.publishedVersion(), 0u);
+    ASSERT_TRUE(mgr.synchronizeLocal().ok());
+    EXPECT_EQ(mgr.publishedVersion(), 0u);
+    ASSERT_TRUE(
+        mgr.updateLocal([](SegmentDesc&) { return Status::OK(); }).ok());
+    ASSERT_TRUE(mgr.synchronizeLocal().ok());
+    ASSERT_TRUE(mgr.synchronizeLocal().ok());
+    EXPECT_EQ(mgr.publishedVersion(), 1u);
+}
+
+TEST(SegmentManagerTest, ConcurrentUpdatesAllLand) {
+    constexpr int kThreads = 8;
+    constexpr int kPerThread = 200;
+    SegmentManager mgr("local", nullptr);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&mgr, t] {
+            for (int i = 0; i < kPerThread; ++i) {
+                uint64_t addr = uint64_t(t) * kPerThread + i;
+                ASSERT_TRUE(mgr.updateLocal([addr](SegmentDesc& d) {
+                                   d.memory.buffers.push_back(
+                                       makeBuffer(addr, 1));
+                                   return Status::OK();
+                               })
+                                .ok());
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    SegmentDescRef local = mgr.getLocal();
+    ASSERT_EQ(local->memory.buffers.size(), size_t(kThreads * kPerThread));
+    std::vector<bool> seen(kThreads * kPerThread, false);
+    for (const BufferDesc& b : local->memory.buffers) seen[b.addr] = true;
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << i;
+}
+
+TEST(SegmentManagerTest, ConcurrentReadersSeeConsistentSnapshots) {
+    // Each update writes the same count into two places; a torn snapshot
+    // would show them differing.
+    SegmentManager mgr("local", nullptr);
+    constexpr int kUpdates = 500;
+    std::atomic<bool> done{false};
+    std::atomic<int> inconsistent{0};
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r) {
+        readers.emplace_back([&] {
+            size_t last = 0;
+            while (!done.load()) {
+                SegmentDescRef snap = mgr.getLocal();
+                size_t n = snap->memory.buffers.size();
+                std::string attr = snap->memory.getTransportAttrs(TCP);
+                if (attr != (n == 0 ? "" : std::to_string(n)) || n < last) {
+                    ++inconsistent;
+                }
+                last = n;
+            }
+        });
+    }
+    for (int i = 1; i <= kUpdates; ++i) {
+        ASSERT_TRUE(mgr.updateLocal([i](SegmentDesc& d) {
+                           d.memory.buffers.push_back(makeBuffer(i, 1));
+                           d.memory.transport_attrs[TCP] = std::to_string(i);
+                           return Status::OK();
+                       })
+                        .ok());
+    }
+    done = true;
+    for (auto& th : readers) th.join();
+    EXPECT_EQ(inconsistent.load(), 0);
+    EXPECT_EQ(mgr.getLocal()->memory.buffers.size(), size_t(kUpdates));
+}
+
+TEST(SegmentManagerTest, OpenCloseReopenGivesAFreshId) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher);
+    SegmentID a = LOCAL_SEGMENT_ID, b = LOCAL_SEGMENT_ID;
+    ASSERT_TRUE(mgr.openRemote(a, "peer:1").ok());
+    EXPECT_EQ(a, 1u);
+    ASSERT_TRUE(mgr.openRemote(b, "peer:2").ok());
+    EXPECT_EQ(b, 2u);
+    SegmentID again = 0;
+    ASSERT_TRUE(mgr.openRemote(again, "peer:1").ok());
+    EXPECT_EQ(again, a);  // an open name keeps its id
+    std::string name;
+    ASSERT_TRUE(mgr.getRemoteName(a, name).ok());
+    EXPECT_EQ(name, "peer:1");
+
+    ASSERT_TRUE(mgr.closeRemote(a).ok());
+    EXPECT_TRUE(mgr.getRemoteName(a, name).IsNotFound());
+    SegmentDescRef desc;
+    Status s = mgr.getRemoteCached(a, desc);
+    EXPECT_EQ(s, Status::InvalidArgument("unknown segment id 1"));
+    EXPECT_EQ(mgr.closeRemote(a),
+              Status::InvalidArgument("unknown segment id 1"));
+
+    SegmentID reopened = 0;
+    ASSERT_TRUE(mgr.openRemote(reopened, "peer:1").ok());
+    EXPECT_EQ(reopened, 3u);
+    EXPECT_EQ(mgr.invalidateRemote(77),
+              Status::InvalidArgument("unknown segment id 77"));
+}
+
+TEST(SegmentManagerTest, OpenFailurePropagatesNamingTheSegment) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher);
+    fetcher->failNext();
+    SegmentID id = 0;
+    Status s = mgr.openRemote(id, "peer:9");
+    EXPECT_EQ(s, Status::RpcServiceError(
+                     "cannot open segment peer:9: peer peer:9 is down"));
+    ASSERT_TRUE(mgr.openRemote(id, "peer:9").ok());
+    EXPECT_EQ(id, 1u);  // the failed attempt consumed no id
+}
+
+TEST(SegmentManagerTest, CachedWithinTtlFetchesOnce) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher, milliseconds(3600 * 1000));
+    SegmentID id = 0;
+    ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
+    EXPECT_EQ(fetcher->calls(), 1);
+    SegmentDescRef first, second;
+    ASSERT_TRUE(mgr.getRemoteCached(id, first).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    EXPECT_EQ(fetcher->calls(), 1);
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(first->memory.getTransportAttrs(TCP), "fetch#1");
+
+    ASSERT_TRUE(mgr.invalidateRemote(id).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    EXPECT_EQ(fetcher->calls(), 2);
+    EXPECT_EQ(second->memory.getTransportAttrs(TCP), "fetch#2");
+    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    EXPECT_EQ(fetcher->calls(), 2);
+
+    // getRemote always fetches and refreshes the cache.
+    ASSERT_TRUE(mgr.getRemote(id, second).ok());
+    EXPECT_EQ(fetcher->calls(), 3);
+    ASSERT_TRUE(mgr.getRemoteCached(id, first).ok());
+    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_EQ(first->memory.getTransportAttrs(TCP), "fetch#3");
+}
+
+TEST(SegmentManagerTest, ZeroTtlFetchesEveryTime) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher, milliseconds(0));
+    SegmentID id = 0;
+    ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
+    SegmentDescRef desc;
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
+    EXPECT_EQ(fetcher->calls(), 6);
+}
+
+TEST(SegmentManagerTest, SetCacheTtlAppliesToNewEntries) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher, milliseconds(3600 * 1000));
+    mgr.setCacheTtl(milliseconds(0));
+    SegmentID id = 0;
+    ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
+    SegmentDescRef desc;
+    ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
+    EXPECT_EQ(fetcher->calls(), 3);
+}
+
+TEST(SegmentManagerTest, EachThreadHasItsOwnCache) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher, milliseconds(3600 * 1000));
+    SegmentID id = 0;
+    ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
+    SegmentDescRef mine;
+    ASSERT_TRUE(mgr.getRemoteCached(id, mine).ok());
+    EXPECT_EQ(fetcher->calls(), 1);
+
+    SegmentDescRef theirs;
+    std::thread other([&] {
+        ASSERT_TRUE(mgr.getRemoteCached(id, theirs).ok());
+        ASSERT_TRUE(mgr.getRemoteCached(id, theirs).ok());
+    });
+    other.join();
+    EXPECT_EQ(fetcher->calls(), 2);
+    EXPECT_EQ(theirs->memory.getTransportAttrs(TCP), "fetch#2");
+
+    // An invalidation from this thread drops the other thread's entry too.
+    std::promise<void> filled, invalidated;
+    std::thread holder([&] {
+        SegmentDescRef d;
+        EXPECT_TRUE(mgr.getRemoteCached(id, d).ok());  // fetch #3
+        filled.set_value();
+        invalidated.get_future().wait();
+        EXPECT_TRUE(mgr.getRemoteCached(id, d).ok());  // fetch #4
+        EXPECT_EQ(d->memory.getTransportAttrs(TCP), "fetch#4");
+    });
+    filled.get_future().wait();
+    EXPECT_EQ(fetcher->calls(), 3);
+    ASSERT_TRUE(mgr.invalidateRemote(id).ok());
+    invalidated.set_value();
+    holder.join();
+    EXPECT_EQ(fetcher->calls(), 4);
+}
+
+TEST(SegmentManagerTest, ManagersDoNotShareCacheEntries) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager one("a", fetcher, milliseconds(3600 * 1000));
+    SegmentManager two("b", fetcher, milliseconds(3600 * 1000));
+    SegmentID id1 = 0, id2 = 0;
+    ASSERT_TRUE(one.openRemote(id1, "peer:1").ok());
+    ASSERT_TRUE(two.openRemote(id2, "peer:2").ok());
+    ASSERT_EQ(id1, id2);  // same numeric id in different managers
+    SegmentDescRef d1, d2;
+    ASSERT_TRUE(one.getRemoteCached(id1, d1).ok());
+    ASSERT_TRUE(two.getRemoteCached(id2, d2).ok());
+    EXPECT_EQ(d1->name, "peer:1");
+    EXPECT_EQ(d2->name, "peer:2");
+}
+
+}  // namespace
+}  // namespace mooncake::tent

@@ -1,0 +1,248 @@
+// The target's checks seen from the wire: forged keys, keys of another
+// rail, malformed frames. These speak the framing directly, as a hostile or
+// buggy peer would, instead of going through MPComm's own initiator.
+#include "protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "mpcomm.h"
+#include "socket_util.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace mpcomm;
+using namespace mpcomm::detail;
+using mpcomm_test::initOnFreePort;
+
+class RawPeer : public ::testing::Test {
+ protected:
+    void SetUp() override {
+        port_ = initOnFreePort(target_, "target", "r0,r1");
+        ASSERT_GT(port_, 0);
+        ASSERT_EQ(target_.startAcceptThread(), MPCOMM_SUCCESS);
+        buffer_.assign(3 * 4096, 0);
+        ASSERT_EQ(target_.registerMemory(buffer_.data(), buffer_.size()),
+                  MPCOMM_SUCCESS);
+        // Only the middle page is published.
+        ASSERT_EQ(target_.publishBuffer(page(), 4096, 0), MPCOMM_SUCCESS);
+        keys_ = queryKeys();
+        ASSERT_EQ(keys_.size(), 2u);
+    }
+    void TearDown() override {
+        for (int fd : fds_) closeSocket(fd);
+    }
+
+    uint8_t* page() { return buffer_.data() + 4096; }
+    uint64_t pageAddr() { return reinterpret_cast<uint64_t>(page()); }
+
+    int open() {
+        std::string error;
+        int fd = connectTcp("127.0.0.1", port_, kHandshakeTimeoutMs, &error);
+        EXPECT_GE(fd, 0) << error;
+        setIoTimeout(fd, kHandshakeTimeoutMs);
+        fds_.push_back(fd);
+        return fd;
+    }
+
+    std::vector<uint32_t> queryKeys() {
+        int fd = open();
+        std::string peer, error;
+        uint32_t rails = 0;
+        EXPECT_TRUE(clientHello(fd, ConnKind::kControl, "raw", 0, 0, &peer,
+                                &rails, &error))
+            << error;
+        EXPECT_EQ(peer, "target");
+        EXPECT_EQ(rails, 2u);
+        FrameHeader request;
+        request.type = MsgType::kQueryReq;
+        EXPECT_TRUE(sendFrame(fd, request));
+        FrameHeader reply;
+        EXPECT_TRUE(recvHeader(fd, &reply));
+        std::string payload(reply.payload_len, '\0');
+        EXPECT_TRUE(recvAll(fd, &payload[0], payload.size()));
+        std::vector<RemoteBufferEntry> entries;
+        EXPECT_TRUE(decodeBufferList(payload, &entries));
+        EXPECT_EQ(entries.size(), 1u);
+        return entries.empty() ? std::vector<uint32_t>{} : entries[0].rkeys;
+    }
+
+    int openData(uint32_t rail) {
+        int fd = open();
+        std::string peer, error;
+        uint32_t rails = 0;
+        EXPECT_TRUE(clientHello(fd, ConnKind::kData, "raw", rail, 0, &peer,
+                                &rails, &error))
+            << error;
+        return fd;
+    }
+
+    int rawPut(int fd, uint64_t addr, uint32_t key, uint8_t fill,
+               size_t length) {
+        std::vector<uint8_t> data(length, fill);
+        FrameHeader request;
+        request.type = MsgType::kPutReq;
+        request.seq = 7;
+        request.addr = addr;
+        request.length = length;
+        request.key = key;
+        if (!sendFrame(fd, request, data.data(), data.size())) return 1;
+        FrameHeader ack;
+        if (!recvHeader(fd, &ack) || ack.type != MsgType::kPutAck ||
+            ack.seq != 7)
+            return 2;
+        return ack.status;
+    }
+
+    bool closedByPeer(int fd) {
+        char byte;
+        return !recvAll(fd, &byte, 1);
+    }
+
+    MPComm target_;
+    int port_ = 0;
+    std::vector<uint8_t> buffer_;
+    std::vector<uint32_t> keys_;
+    std::vector<int> fds_;
+};
+
+TEST_F(RawPeer, RightKeyOnItsRailIsPlaced) {
+    int fd = openData(1);
+    EXPECT_EQ(rawPut(fd, pageAddr(), keys_[1], 0xAB, 4096), MPCOMM_SUCCESS);
+    EXPECT_TRUE(std::all_of(page(), page() + 4096,
+                            [](uint8_t b) { return b == 0xAB; }));
+}
+
+TEST_F(RawPeer, ForgedKeyIsRefusedAndNothingIsWritten) {
+    int fd = openData(0);
+    EXPECT_EQ(rawPut(fd, pageAddr(), keys_[0] ^ 0x1, 0xAB, 64),
+              MPCOMM_ERR_REMOTE_ACCESS);
+    // Another rail's key is no good on this rail either.
+    if (keys_[0] != keys_[1])
+        EXPECT_EQ(rawPut(fd, pageAddr(), keys_[1], 0xAB, 64),
+                  MPCOMM_ERR_REMOTE_ACCESS);
+    EXPECT_TRUE(std::all_of(buffer_.begin(), buffer_.end(),
+                            [](uint8_t b) { return b == 0; }));
+    // The refused payloads were drained: the stream is still in step.
+    EXPECT_EQ(rawPut(fd, pageAddr(), keys_[0], 0x5A, 16), MPCOMM_SUCCESS);
+    EXPECT_EQ(page()[15], 0x5A);
+    EXPECT_EQ(page()[16], 0);
+}
+
+TEST_F(RawPeer, RangesOutsideThePublishedPageAreRefused) {
+    int fd = openData(0);
+    EXPECT_EQ(rawPut(fd, pageAddr() - 1, keys_[0], 0xCD, 2),
+              MPCOMM_ERR_REMOTE_ACCESS);
+    EXPECT_EQ(rawPut(fd, pageAddr() + 4095, keys_[0], 0xCD, 2),
+              MPCOMM_ERR_REMOTE_ACCESS);
+    // An address whose end wraps around must not pass the bounds check.
+    EXPECT_EQ(rawPut(fd, ~0ull - 7, keys_[0], 0xCD, 16),
+              MPCOMM_ERR_REMOTE_ACCESS);
+    EXPECT_TRUE(std::all_of(buffer_.begin(), buffer_.end(),
+                            [](uint8_t b) { return b == 0; }));
+
+    FrameHeader get;
+    get.type = MsgType::kGetReq;
+    get.seq = 9;
+    get.addr = pageAddr() + 4000;
+    get.length = 200;
+    get.key = keys_[0];
+    ASSERT_TRUE(sendFrame(fd, get));
+    FrameHeader reply;
+    ASSERT_TRUE(recvHeader(fd, &reply));
+    EXPECT_EQ(reply.type, MsgType::kGetDone);
+    EXPECT_EQ(reply.seq, 9u);
+    EXPECT_EQ(reply.status, MPCOMM_ERR_REMOTE_ACCESS);
+    EXPECT_EQ(reply.payload_len, 0u);
+}
+
+TEST_F(RawPeer, BadMagicClosesTheConnection) {
+    int fd = openData(0);
+    std::vector<uint8_t> junk(kHeaderSize, 0x42);
+    ASSERT_TRUE(sendAll(fd, junk.data(), junk.size()));
+    EXPECT_TRUE(closedByPeer(fd));
+}
+
+TEST_F(RawPeer, PutWhosePayloadDisagreesWithItsLengthClosesTheConnection) {
+    int fd = openData(0);
+    FrameHeader request;
+    request.type = MsgType::kPutReq;
+    request.addr = pageAddr();
+    request.length = 4096;
+    request.key = keys_[0];
+    ASSERT_TRUE(sendFrame(fd, request, "abcd", 4));
+    EXPECT_TRUE(closedByPeer(fd));
+    EXPECT_EQ(page()[0], 0);
+}
+
+TEST_F(RawPeer, DataHelloOnARailTheTargetLacksIsRefused) {
+    int fd = open();
+    std::string peer, error;
+    uint32_t rails = 0;
+    EXPECT_FALSE(
+        clientHello(fd, ConnKind::kData, "raw", 2, 0, &peer, &rails, &error));
+    EXPECT_NE(error.find("refused"), std::string::npos) << error;
+}
+
+TEST_F(RawPeer, OversizedHostIdIsNotAnswered) {
+    int fd = open();
+    FrameHeader hello;
+    hello.type = MsgType::kHello;
+    hello.payload_len = 1ull << 40;
+    uint8_t raw[kHeaderSize];
+    encodeHeader(hello, raw);
+    ASSERT_TRUE(sendAll(fd, raw, sizeof(raw)));
+    EXPECT_TRUE(closedByPeer(fd));
+}
+
+TEST(SoftMpcommWire, BufferListRoundTripsAndRejectsTruncation) {
+    std::vector<RemoteBufferEntry> entries(2);
+    entries[0].addr = 0x1000;
+    entries[0].length = 4096;
+    entries[0].numa_node = -1;
+    entries[0].rkeys = {1, 2};
+    entries[1].addr = 0xFFFF000000000000ull;
+    entries[1].length = 1;
+    entries[1].numa_node = 3;
+    entries[1].rkeys = {0xDEADBEEF};
+    std::string wire = encodeBufferList(entries);
+    std::vector<RemoteBufferEntry> back;
+    ASSERT_TRUE(decodeBufferList(wire, &back));
+    ASSERT_EQ(back.size(), 2u);
+    EXPECT_EQ(back[0].numa_node, -1);
+    EXPECT_EQ(back[1].addr, 0xFFFF000000000000ull);
+    EXPECT_EQ(back[1].rkeys, std::vector<uint32_t>{0xDEADBEEF});
+    for (size_t cut = 0; cut < wire.size(); ++cut)
+        EXPECT_FALSE(decodeBufferList(wire.substr(0, cut), &back)) << cut;
+    EXPECT_FALSE(decodeBufferList(wire + "x", &back));
+}
+
+TEST(SoftMpcommTimeouts, SilentListenerFailsConnectInsteadOfHanging) {
+    // Something listens (the kernel completes the TCP handshake) but never
+    // speaks: connect() must give up after its handshake timeout.
+    int silent = -1;
+    int port = 0;
+    std::string error;
+    for (int attempt = 0; attempt < 500 && silent < 0; ++attempt) {
+        port = 20000 + static_cast<int>((getpid() * 131 + attempt) % 19000);
+        silent = listenTcp(port, &error);
+    }
+    ASSERT_GE(silent, 0) << error;
+    MPComm comm;
+    ASSERT_GT(initOnFreePort(comm, "a", ""), 0);
+    EXPECT_EQ(comm.connect("silent", "127.0.0.1", port), MPCOMM_ERR_CONNECT);
+    closeSocket(silent);
+}
+
+TEST(SoftMpcommTimeouts, UnroutableAddressFailsWithinTheConnectTimeout) {
+    MPComm comm;
+    ASSERT_GT(initOnFreePort(comm, "a", ""), 0);
+    // 192.0.2.0/24 is TEST-NET-1: never routed, so this either fails at
+    // once (no route) or after the bounded connect timeout.
+    EXPECT_EQ(comm.connect("nowhere", "192.0.2.1", 9), MPCOMM_ERR_CONNECT);
+}
+
+}  // namespace

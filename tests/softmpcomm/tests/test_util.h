@@ -1,0 +1,83 @@
+// Helpers shared by the softmpcomm suites: collision-free ports, scoped
+// environment variables and bounded waits on transfers.
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "mpcomm.h"
+
+namespace mpcomm_test {
+
+// Initialises `comm` on the first free port of a pid-derived window inside
+// 20000-40000, so parallel test processes do not collide. Returns the port,
+// or the negated error of the first non-bind failure.
+inline int initOnFreePort(mpcomm::MPComm& comm, const std::string& host,
+                          const std::string& devices) {
+    static int cursor = 0;
+    int base = 20000 + static_cast<int>((getpid() * 97) % 19000);
+    for (int attempt = 0; attempt < 500; ++attempt) {
+        int port = base + (cursor++ % 1000);
+        int rc = comm.init(host, devices, port);
+        if (rc == mpcomm::MPCOMM_SUCCESS) return port;
+        if (rc != mpcomm::MPCOMM_ERR_BIND) return rc < 0 ? rc : -1000;
+    }
+    return -1000;
+}
+
+// Sets (or unsets, for nullptr) an environment variable for one scope.
+class ScopedEnv {
+ public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        had_old_ = old != nullptr;
+        if (had_old_) old_ = old;
+        if (value != nullptr)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (had_old_)
+            setenv(name_.c_str(), old_.c_str(), 1);
+        else
+            unsetenv(name_.c_str());
+    }
+
+ private:
+    std::string name_;
+    std::string old_;
+    bool had_old_ = false;
+};
+
+// Polls until the transfer completes; false if it has not within the bound
+// (a hang is the failure being tested for, so the bound is generous).
+inline bool waitForTransfer(mpcomm::MPComm& comm, mpcomm::TransferHandle h,
+                            int seconds = 30) {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (!comm.isTransferComplete(h)) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+}
+
+// Waits, fetches the result and releases the handle.
+inline mpcomm::TransferResult finish(mpcomm::MPComm& comm,
+                                     mpcomm::TransferHandle h) {
+    mpcomm::TransferResult result;
+    if (!waitForTransfer(comm, h)) {
+        result.error_code = 12345;  // sentinel: "hung", never a real code
+        return result;
+    }
+    result = comm.getTransferResult(h);
+    comm.releaseTransfer(h);
+    return result;
+}
+
+}  // namespace mpcomm_test
