@@ -31,7 +31,8 @@ namespace {
 constexpr size_t kBufferSize = 4u << 20;
 constexpr auto kDeadline = std::chrono::seconds(30);
 
-int basePort() { return 18000 + (getpid() % 6000) * 2; }
+// Derived from the parent's pid before the fork, so both sides agree.
+int basePort(pid_t parent) { return 18000 + (parent % 6000) * 2; }
 
 std::shared_ptr<Config> mpcommOnlyConfig() {
     auto conf = std::make_shared<Config>();
@@ -75,8 +76,8 @@ bool readLine(int fd, std::string& line,
 // Child: serve a 4 MiB buffer holding pattern seed 7 until the parent
 // closes its end of `release_fd`. Reports "<segment> <addr>" or "SKIP
 // <reason>" on `report_fd`.
-[[noreturn]] void runTarget(int report_fd, int release_fd) {
-    setenv("MPCOMM_TCP_PORT", std::to_string(basePort() + 1).c_str(), 1);
+[[noreturn]] void runTarget(int report_fd, int release_fd, int port) {
+    setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
     auto report = [&](const std::string& text) {
         std::string line = text + "\n";
         (void)!write(report_fd, line.data(), line.size());
@@ -120,12 +121,13 @@ class MpcommTransportTest : public ::testing::Test {
         int report[2], release[2];
         ASSERT_EQ(pipe(report), 0);
         ASSERT_EQ(pipe(release), 0);
+        const pid_t parent = getpid();
         child_ = fork();
         ASSERT_GE(child_, 0);
         if (child_ == 0) {
             close(report[0]);
             close(release[1]);
-            runTarget(report[1], release[0]);
+            runTarget(report[1], release[0], basePort(parent) + 1);
         }
         close(report[1]);
         close(release[0]);
@@ -144,7 +146,7 @@ class MpcommTransportTest : public ::testing::Test {
         is >> target_name_ >> target_base_;
         ASSERT_FALSE(target_name_.empty()) << line;
 
-        setenv("MPCOMM_TCP_PORT", std::to_string(basePort()).c_str(), 1);
+        setenv("MPCOMM_TCP_PORT", std::to_string(basePort(parent)).c_str(), 1);
         engine_ = std::make_unique<TransferEngine>(mpcommOnlyConfig());
         if (!engine_->available() || !hasMpcomm(*engine_)) {
             skipOrFail("initiator engine has no mpcomm transport");

@@ -510,6 +510,10 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
     std::vector<std::string> payloads;
     std::thread peer([&] {
         for (int conn = 0; conn < 2; ++conn) {
+            // Bounded, so a transport that never redials fails the test
+            // instead of hanging it.
+            struct pollfd pfd = {listener.fd(), POLLIN, 0};
+            if (::poll(&pfd, 1, 30000) != 1) return;
             int fd = ::accept(listener.fd(), nullptr, nullptr);
             ASSERT_GE(fd, 0);
             std::string req = readUpTo(fd, 24 + 4);

@@ -1,5 +1,7 @@
 // TcpTransport target side: accept connections and serve frames.
 #include <glog/logging.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,6 +46,10 @@ void TcpTransport::acceptLoop() {
             }
             break;
         }
+        // Replies and acks are small: without this they wait out Nagle
+        // against the peer's delayed ACK (tens of ms per request).
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         reapServers();
         std::lock_guard<std::mutex> lock(conn_mu_);
         if (!running_.load()) {

@@ -115,7 +115,7 @@ void TcpTransport::runTask(Task& task,
     // chunk completed, the request is resent once on a fresh connection:
     // resending rewrites or rereads the same bytes, so it is safe.
     // Timeouts are not retried: a hung peer would only double the wait.
-    for (int attempt = 0; attempt < 1; ++attempt) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = connections.find(task.endpoint);
         const bool pooled = it != connections.end();
         if (!pooled) {
