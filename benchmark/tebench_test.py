@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tebench end to end on this host over TCP (ctest: tent_tebench_test).
+"""tebench end to end on this host (ctest: tent_tebench_test over tcp,
+tent_tebench_mpcomm_test over mpcomm when built with USE_MPCOMM).
 
-usage: tebench_test.py <path to tebench>
+usage: tebench_test.py <path to tebench> [tcp|mpcomm]
 
 Checks the flag errors (exit 1, message naming the value), a target and a
 --check_consistency initiator (exit 0, one row per case), the target's
@@ -18,13 +19,29 @@ import sys
 import time
 
 DEADLINE_S = 60.0
-ENV = dict(os.environ, MC_TENT_CONF='{"rpc_server_hostname":"127.0.0.1"}')
-COMMON = ["--backend=tent", "--xport_type=tcp", "--metadata_type=p2p"]
+XPORT = sys.argv[2] if len(sys.argv) > 2 else "tcp"
+OTHER = "mpcomm" if XPORT == "tcp" else "tcp"
+# MC_TENT_CONF replaces the configuration wholesale, so the gates are listed.
+CONF = ('{"rpc_server_hostname":"127.0.0.1","transports":{"%s":{"enable":true},'
+        '"%s":{"enable":false}}}' % (XPORT, OTHER))
+COMMON = ["--backend=tent", "--xport_type=" + XPORT,
+          "--tent_transport_hint=" + XPORT, "--metadata_type=p2p"]
+# Every process gets its own MPComm handshake port: below the ephemeral
+# range, outside TENT's 15000-17000, distinct between concurrent runs.
+_PORT_BASE = 24000 + (os.getpid() % 790) * 10
+_launches = 0
+
+
+def env():
+    global _launches
+    _launches += 1
+    return dict(os.environ, MC_TENT_CONF=CONF,
+                MPCOMM_TCP_PORT=str(_PORT_BASE + _launches % 10))
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
 
 
 def run(tebench, args):
-    p = subprocess.run([tebench] + args, env=ENV, capture_output=True,
+    p = subprocess.run([tebench] + args, env=env(), capture_output=True,
                        text=True, timeout=DEADLINE_S)
     return p.returncode, p.stdout, p.stderr
 
@@ -80,7 +97,7 @@ class Lines:
 
 def start_target(tebench):
     proc = subprocess.Popen(
-        [tebench] + COMMON + ["--total_buffer_size=16777216"], env=ENV,
+        [tebench] + COMMON + ["--total_buffer_size=16777216"], env=env(),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     name = Lines(proc).wait_for(r"^Target segment: (\S+)$").group(1)
     assert name.startswith("127.0.0.1:"), name
@@ -134,7 +151,7 @@ def check_target_killed(tebench):
             "--total_buffer_size=4194304", "--start_block_size=65536",
             "--max_block_size=65536", "--start_batch_size=4",
             "--max_batch_size=4", "--duration=600", "--transfer_timeout_s=5"],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         lines = Lines(initiator)
         lines.wait_for(r"BW\(GB/s\)")  # the case is running
@@ -154,13 +171,13 @@ def check_target_killed(tebench):
 
 
 def main():
-    assert len(sys.argv) == 2, __doc__
+    assert len(sys.argv) in (2, 3) and XPORT in ("tcp", "mpcomm"), __doc__
     tebench = sys.argv[1]
     check_flag_errors(tebench)
     check_consistency_run(tebench)
     check_capacity_error(tebench)
     check_target_killed(tebench)
-    print("tent_tebench_test: OK")
+    print("tebench_test over %s: OK" % XPORT)
 
 
 if __name__ == "__main__":

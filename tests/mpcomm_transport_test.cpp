@@ -19,8 +19,8 @@
 #include <cstring>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tent/transfer_engine.h"
@@ -114,7 +114,7 @@ bool readLine(int fd, std::string& line,
 }
 
 class MpcommTransportTest : public ::testing::Test {
-   protected:
+ protected:
     void SetUp() override {
         unsetenv("MC_TENT_CONF");
         unsetenv("MPCOMM_REMOTE_TCP_PORT");
@@ -201,7 +201,8 @@ class MpcommTransportTest : public ::testing::Test {
         auto deadline = std::chrono::steady_clock::now() + kDeadline;
         for (size_t i = 0; i < requests.size(); ++i) {
             while (true) {
-                EXPECT_TRUE(engine_->getTransferStatus(batch, i, states[i]).ok());
+                EXPECT_TRUE(
+                    engine_->getTransferStatus(batch, i, states[i]).ok());
                 if (states[i].s != PENDING && states[i].s != INITIAL) break;
                 if (std::chrono::steady_clock::now() > deadline) {
                     ADD_FAILURE() << "task " << i << " still pending";

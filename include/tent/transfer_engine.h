@@ -94,7 +94,7 @@ namespace mooncake::tent {
 class TransferEngineImpl;
 
 class TransferEngine {
-   public:
+ public:
     TransferEngine();
     explicit TransferEngine(const std::string config_path);
     explicit TransferEngine(std::shared_ptr<Config> config);
@@ -127,8 +127,7 @@ class TransferEngine {
     Status registerLocalMemory(std::vector<void*> addr_list,
                                std::vector<size_t> size_list,
                                Permission permission = kGlobalReadWrite);
-    Status registerLocalMemory(void* addr, size_t size,
-                               MemoryOptions& options);
+    Status registerLocalMemory(void* addr, size_t size, MemoryOptions& options);
     Status unregisterLocalMemory(void* addr, size_t size = 0);
     Status unregisterLocalMemory(std::vector<void*> addr_list,
                                  std::vector<size_t> size_list = {});
@@ -144,7 +143,7 @@ class TransferEngine {
                              std::vector<TransferStatus>& status_list);
     Status getTransferStatus(BatchID batch_id, TransferStatus& overall_status);
 
-   private:
+ private:
     std::unique_ptr<TransferEngineImpl> impl_;
 };
 

@@ -2,15 +2,8 @@
 
 #include <string>
 
-#include "tent/transport/tcp/tcp_transport.h"
-
-// The MPComm transport is compiled in every configuration (its adapter is a
-// stub without USE_MPCOMM); the guard only covers a tree where its header
-// has not been added yet.
-#if __has_include("tent/transport/mpcomm/mpcomm_transport.h")
 #include "tent/transport/mpcomm/mpcomm_transport.h"
-#define TENT_TABLE_HAS_MPCOMM 1
-#endif
+#include "tent/transport/tcp/tcp_transport.h"
 
 namespace mooncake::tent {
 
@@ -60,10 +53,18 @@ std::unique_ptr<Transport> makeTcp() {
     return std::make_unique<TcpTransport>();
 }
 
-#ifdef TENT_TABLE_HAS_MPCOMM
+// The MPComm transport is compiled in every configuration; without
+// USE_MPCOMM its adapter is a stub and install() fails naming the option.
+// Loading it by default there would only add a "skipped" line to every
+// start, so its gate defaults to on only when the provider is linked.
 std::unique_ptr<Transport> makeMpcomm() {
     return std::make_unique<MpcommTransport>();
 }
+
+#ifdef TENT_HAVE_MPCOMM
+constexpr bool kMpcommByDefault = true;
+#else
+constexpr bool kMpcommByDefault = false;
 #endif
 
 }  // namespace
@@ -73,15 +74,7 @@ const std::vector<TransportEntry>& transportTable() {
     // SUNRISE_LINK, AscendDirect, SHM, TCP, GDS, MPCOMM, TPU.
     static const std::vector<TransportEntry> table = {
         {"tcp", TCP, true, &makeTcp},
-#ifdef TENT_TABLE_HAS_MPCOMM
-#ifdef TENT_HAVE_MPCOMM
-        {"mpcomm", MPCOMM, true, &makeMpcomm},
-#else
-        // Without the provider install() can only fail, so loading it by
-        // default would just add a "skipped" line to every start.
-        {"mpcomm", MPCOMM, false, &makeMpcomm},
-#endif
-#endif
+        {"mpcomm", MPCOMM, kMpcommByDefault, &makeMpcomm},
     };
     return table;
 }

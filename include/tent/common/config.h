@@ -18,7 +18,7 @@
 namespace mooncake::tent {
 
 class Config {
-   public:
+ public:
     Config() = default;
     Config(const Config& other);
     Config& operator=(const Config& other);
@@ -54,7 +54,7 @@ class Config {
 
     std::string dump() const;
 
-   private:
+ private:
     const Json::Value* find(const std::string& path) const;
 
     mutable std::shared_mutex mu_;

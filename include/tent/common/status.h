@@ -13,7 +13,7 @@
 namespace mooncake::tent {
 
 class Status {
-   public:
+ public:
     enum class Code : int {
         kOK = 0,
         kInvalidArgument,
@@ -37,10 +37,10 @@ class Status {
         : code_(code), message_(std::move(message)) {}
 
     static Status OK() { return Status(); }
-#define TENT_STATUS_FACTORY(name)                   \
-    static Status name(std::string_view msg = "") { \
+#define TENT_STATUS_FACTORY(name)                       \
+    static Status name(std::string_view msg = "") {     \
         return Status(Code::k##name, std::string(msg)); \
-    }                                               \
+    }                                                   \
     bool Is##name() const { return code_ == Code::k##name; }
     TENT_STATUS_FACTORY(InvalidArgument)
     TENT_STATUS_FACTORY(TooManyRequests)
@@ -69,7 +69,7 @@ class Status {
         return code_ == other.code_ && message_ == other.message_;
     }
 
-   private:
+ private:
     Code code_ = Code::kOK;
     std::string message_;
 };
@@ -86,8 +86,8 @@ inline std::ostream& operator<<(std::ostream& os, const Status& s) {
 #define LOC_MARK " [" __FILE__ ":" TENT_STRINGIFY(__LINE__) "]"
 
 // Returns the status from the enclosing function when it is not OK.
-#define CHECK_STATUS(expr)                                    \
-    do {                                                      \
-        ::mooncake::tent::Status tent_status_ = (expr);       \
-        if (!tent_status_.ok()) return tent_status_;          \
+#define CHECK_STATUS(expr)                              \
+    do {                                                \
+        ::mooncake::tent::Status tent_status_ = (expr); \
+        if (!tent_status_.ok()) return tent_status_;    \
     } while (0)

@@ -19,7 +19,7 @@ namespace mooncake::tent {
 class RpcServer;
 
 class ControlService {
-   public:
+ public:
     static constexpr uint16_t kPortRangeBegin = 15000;
     static constexpr uint16_t kPortRangeEnd = 17000;  // inclusive
     // Largest request or reply frame accepted, in bytes.
@@ -37,7 +37,7 @@ class ControlService {
     // What GetSegmentDesc answers with; set before peers can ask.
     void setLocalProvider(std::function<SegmentDescRef()> provider);
 
-   private:
+ private:
     std::unique_ptr<RpcServer> server_;
 };
 
@@ -45,11 +45,12 @@ class ControlService {
 // ControlService. Bad names, unreachable peers and bad replies are errors
 // naming the segment; every socket operation is bounded by `timeout_ms`.
 class P2PSegmentFetcher : public SegmentFetcher {
-   public:
-    explicit P2PSegmentFetcher(int timeout_ms = 5000) : timeout_ms_(timeout_ms) {}
+ public:
+    explicit P2PSegmentFetcher(int timeout_ms = 5000)
+        : timeout_ms_(timeout_ms) {}
     Status fetch(const std::string& segment_name, SegmentDesc& out) override;
 
-   private:
+ private:
     int timeout_ms_;
 };
 

@@ -28,19 +28,18 @@ namespace mooncake::tent {
 
 // Fetches a peer's descriptor by segment name (p2p: "host:port" -> RPC).
 class SegmentFetcher {
-   public:
+ public:
     virtual ~SegmentFetcher() = default;
     virtual Status fetch(const std::string& segment_name, SegmentDesc& out) = 0;
 };
 
 class SegmentManager {
-   public:
+ public:
     using Mutator = std::function<Status(SegmentDesc&)>;
 
-    SegmentManager(std::string local_segment_name,
-                   std::shared_ptr<SegmentFetcher> fetcher,
-                   std::chrono::milliseconds cache_ttl =
-                       std::chrono::milliseconds(10000));
+    SegmentManager(
+        std::string local_segment_name, std::shared_ptr<SegmentFetcher> fetcher,
+        std::chrono::milliseconds cache_ttl = std::chrono::milliseconds(10000));
     ~SegmentManager();
 
     const std::string& localName() const { return local_name_; }
@@ -63,7 +62,7 @@ class SegmentManager {
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
 
-   private:
+ private:
     struct OpenSegment;
     const std::string local_name_;
     std::shared_ptr<SegmentFetcher> fetcher_;

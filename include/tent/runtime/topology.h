@@ -28,7 +28,7 @@ struct MemEntry {
 };
 
 class Topology {
-   public:
+ public:
     Status discover();
     Json::Value toJson() const;
     Status fromJson(const Json::Value& value);

@@ -29,7 +29,7 @@ struct TransportCapabilities {
 };
 
 class Transport {
-   public:
+ public:
     // A transport's slice of a user batch. Task ids are indices into the
     // order in which requests were submitted to this sub-batch.
     struct SubBatch {
@@ -75,7 +75,7 @@ class Transport {
     virtual const char* getName() const = 0;
     virtual TransportType getType() const = 0;
 
-   protected:
+ protected:
     Status unsupported(const char* operation) const;
 
     TransportCapabilities caps_;

@@ -29,7 +29,7 @@ struct SelectionPolicy {
 };
 
 class TransportSelector {
-   public:
+ public:
     // Parses conf "policy"; an unknown transport name in a rule is an
     // InvalidArgument naming the rule and the name.
     Status loadPolicy(const Config& conf);
@@ -41,7 +41,7 @@ class TransportSelector {
     Status select(const Request& request, const SegmentDesc& target,
                   TransportType& chosen) const;
 
-   private:
+ private:
     bool isLoaded(TransportType t) const;
     std::vector<SelectionPolicy> policies_;
     std::vector<TransportType> loaded_;

@@ -49,7 +49,7 @@ struct TransferResult {
 };
 
 class MPComm {
-   public:
+ public:
     MPComm();
     ~MPComm();
     MPComm(const MPComm&) = delete;
@@ -72,8 +72,7 @@ class MPComm {
 
     // Handshake with host_id at addr:port; a second connect() to the same
     // host_id replaces its record (and drops the keys it held).
-    int connect(const std::string& host_id, const std::string& addr,
-                int port);
+    int connect(const std::string& host_id, const std::string& addr, int port);
     int queryRemoteBuffer(const std::string& host_id, const std::string& addr,
                           int port, RemoteBufferInfo& info);
 
@@ -85,7 +84,7 @@ class MPComm {
     TransferResult getTransferResult(TransferHandle handle);
     void releaseTransfer(TransferHandle handle);
 
-   private:
+ private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
