@@ -285,6 +285,22 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
     }
 }
 
+// Fails unless a thread's slice of the buffers with these `lengths` holds
+// `need` bytes with --max_num_threads threads; `buffers` names them.
+Status checkSlice(const BenchOptions& options,
+                  const std::vector<uint64_t>& lengths, uint64_t need,
+                  const std::string& buffers) {
+    uint64_t slice = smallestSlice(lengths, options.max_num_threads);
+    if (slice >= need) return Status::OK();
+    return Status::InvalidArgument(
+        "--max_block_size=" + std::to_string(options.max_block_size) +
+        " x --max_batch_size=" + std::to_string(options.max_batch_size) +
+        " needs " + std::to_string(need) +
+        " bytes per thread, but with --max_num_threads=" +
+        std::to_string(options.max_num_threads) + " a thread gets " +
+        std::to_string(slice) + " bytes of " + buffers);
+}
+
 }  // namespace
 
 std::vector<CaseSpec> buildCases(const BenchOptions& options) {
@@ -316,33 +332,17 @@ Status checkCapacity(const BenchOptions& options,
     uint64_t need = options.max_block_size * options.max_batch_size;
     std::vector<uint64_t> lengths;
     for (const LocalBuffer& b : local) lengths.push_back(b.length);
-    uint64_t local_slice = smallestSlice(lengths, options.max_num_threads);
-    if (local_slice < need) {
-        return Status::InvalidArgument(
-            "--max_block_size=" + std::to_string(options.max_block_size) +
-            " x --max_batch_size=" + std::to_string(options.max_batch_size) +
-            " needs " + std::to_string(need) +
-            " bytes per thread, but with --max_num_threads=" +
-            std::to_string(options.max_num_threads) + " a thread gets " +
-            std::to_string(local_slice) + " bytes of --total_buffer_size=" +
-            std::to_string(options.total_buffer_size));
-    }
+    CHECK_STATUS(checkSlice(
+        options, lengths, need,
+        "--total_buffer_size=" + std::to_string(options.total_buffer_size)));
     lengths.clear();
     for (const auto& b : remote.buffers) lengths.push_back(b.length);
-    uint64_t remote_slice = smallestSlice(lengths, options.max_num_threads);
-    if (remote_slice < need) {
-        return Status::InvalidArgument(
-            "--max_block_size=" + std::to_string(options.max_block_size) +
-            " x --max_batch_size=" + std::to_string(options.max_batch_size) +
-            " needs " + std::to_string(need) +
-            " bytes per thread, but with --max_num_threads=" +
-            std::to_string(options.max_num_threads) + " a thread gets " +
-            std::to_string(remote_slice) + " bytes of target segment " +
-            options.target_seg_name + " (its smallest buffer is " +
+    return checkSlice(
+        options, lengths, need,
+        "target segment " + options.target_seg_name +
+            " (its smallest buffer is " +
             std::to_string(*std::min_element(lengths.begin(), lengths.end())) +
             " bytes)");
-    }
-    return Status::OK();
 }
 
 CaseResult runCase(TransferEngine& engine, const BenchOptions& options,

@@ -395,6 +395,30 @@ class TcpTransportUnitTest : public ::testing::Test {
         ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
     }
 
+    Request toPeer(Request::OpCode op, void* local, uint64_t offset,
+                   size_t length) {
+        Request r;
+        r.opcode = op;
+        r.source = local;
+        r.target_id = peer_;
+        r.target_offset = offset;
+        r.length = length;
+        return r;
+    }
+
+    // Polls task `task` until it leaves PENDING; the bound turns a hang into
+    // a failure.
+    void waitWhilePending(Transport::SubBatchRef batch, size_t task,
+                          TransferStatus& st) {
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        do {
+            ASSERT_TRUE(transport_.getTransferStatus(batch, task, st).ok());
+            std::this_thread::yield();
+        } while (st.s == PENDING &&
+                 std::chrono::steady_clock::now() < deadline);
+    }
+
     TcpTransport transport_;
     std::shared_ptr<SegmentManager> manager_;
     SegmentID peer_ = 0;
@@ -456,19 +480,10 @@ TEST_F(TcpTransportUnitTest, HungPeerFailsTheTaskAfterTheTimeout) {
     Transport::SubBatchRef batch = nullptr;
     ASSERT_TRUE(transport_.allocateSubBatch(batch, 2).ok());
     std::vector<char> src(64, 'x');
-    Request r;
-    r.opcode = Request::WRITE;
-    r.source = src.data();
-    r.target_id = peer_;
-    r.target_offset = 0x1000;
-    r.length = src.size();
+    Request r = toPeer(Request::WRITE, src.data(), 0x1000, src.size());
     ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
     TransferStatus st;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    do {
-        ASSERT_TRUE(transport_.getTransferStatus(batch, 0, st).ok());
-        std::this_thread::yield();
-    } while (st.s == PENDING && std::chrono::steady_clock::now() < deadline);
+    waitWhilePending(batch, 0, st);
     EXPECT_EQ(st.s, FAILED);
     ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
 }
@@ -479,12 +494,7 @@ TEST_F(TcpTransportUnitTest, UninstallFailsTasksInFlight) {
     Transport::SubBatchRef batch = nullptr;
     ASSERT_TRUE(transport_.allocateSubBatch(batch, 16).ok());
     std::vector<char> src(64, 'x');
-    Request r;
-    r.opcode = Request::READ;
-    r.source = src.data();
-    r.target_id = peer_;
-    r.target_offset = 0x1000;
-    r.length = src.size();
+    Request r = toPeer(Request::READ, src.data(), 0x1000, src.size());
     // More tasks than workers: some are in flight, the rest queued.
     ASSERT_TRUE(
         transport_.submitTransferTasks(batch, std::vector<Request>(16, r))
@@ -539,27 +549,15 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
     Transport::SubBatchRef batch = nullptr;
     ASSERT_TRUE(transport_.allocateSubBatch(batch, 2).ok());
     char first[4] = {'a', 'b', 'c', 'd'}, second[4] = {'w', 'x', 'y', 'z'};
-    Request r;
-    r.opcode = Request::WRITE;
-    r.target_id = peer_;
-    r.target_offset = 0x1000;
-    r.length = 4;
-    r.source = first;
+    Request r = toPeer(Request::WRITE, first, 0x1000, 4);
     ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
     TransferStatus st;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    do {
-        ASSERT_TRUE(transport_.getTransferStatus(batch, 0, st).ok());
-        std::this_thread::yield();
-    } while (st.s == PENDING && std::chrono::steady_clock::now() < deadline);
+    waitWhilePending(batch, 0, st);
     ASSERT_EQ(st.s, COMPLETED);
 
     r.source = second;
     ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
-    do {
-        ASSERT_TRUE(transport_.getTransferStatus(batch, 1, st).ok());
-        std::this_thread::yield();
-    } while (st.s == PENDING && std::chrono::steady_clock::now() < deadline);
+    waitWhilePending(batch, 1, st);
     EXPECT_EQ(st.s, COMPLETED);
     peer.join();
     EXPECT_EQ(payloads, (std::vector<std::string>{"abcd", "wxyz"}));
@@ -571,11 +569,7 @@ TEST_F(TcpTransportUnitTest, MissingEndpointFailsTaskNamingSegment) {
     Transport::SubBatchRef batch = nullptr;
     ASSERT_TRUE(transport_.allocateSubBatch(batch, 1).ok());
     std::vector<char> src(8);
-    Request r;
-    r.opcode = Request::WRITE;
-    r.source = src.data();
-    r.target_id = peer_;
-    r.length = src.size();
+    Request r = toPeer(Request::WRITE, src.data(), 0, src.size());
     {
         CapturingSink sink;
         ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());

@@ -35,11 +35,22 @@ struct TransferEngineImpl::Batch {
     std::map<Transport*, Transport::SubBatchRef> subs;
 };
 
-std::shared_ptr<TransferEngineImpl::Batch> TransferEngineImpl::findBatch(
-    BatchID id) const {
+namespace {
+
+Status unknownBatch(const char* operation, BatchID id) {
+    return Status::InvalidArgument(std::string(operation) +
+                                   ": unknown batch id " + std::to_string(id));
+}
+
+}  // namespace
+
+Status TransferEngineImpl::findBatch(const char* operation, BatchID id,
+                                     std::shared_ptr<Batch>& batch) const {
     std::lock_guard<std::mutex> lock(batch_mu_);
     auto it = batches_.find(id);
-    return it == batches_.end() ? nullptr : it->second;
+    if (it == batches_.end()) return unknownBatch(operation, id);
+    batch = it->second;
+    return Status::OK();
 }
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
@@ -68,14 +79,12 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
     std::shared_ptr<Batch> batch;
     {
+        // Lookup and removal under one lock, so of two racing frees only
+        // one succeeds.
         std::lock_guard<std::mutex> lock(batch_mu_);
-        auto it = batches_.find(batch_id);
-        if (it == batches_.end()) {
-            return Status::InvalidArgument("freeBatch: unknown batch id " +
-                                           std::to_string(batch_id));
-        }
-        batch = std::move(it->second);
-        batches_.erase(it);
+        auto node = batches_.extract(batch_id);
+        if (node.empty()) return unknownBatch("freeBatch", batch_id);
+        batch = std::move(node.mapped());
     }
     // The sub-batches are freed when the last holder lets go; a status
     // poll running concurrently keeps them alive until it returns.
@@ -85,11 +94,8 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
 Status TransferEngineImpl::submitTransfer(
     BatchID batch_id, const std::vector<Request>& request_list) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch = findBatch(batch_id);
-    if (!batch) {
-        return Status::InvalidArgument("submitTransfer: unknown batch id " +
-                                       std::to_string(batch_id));
-    }
+    std::shared_ptr<Batch> batch;
+    CHECK_STATUS(findBatch("submitTransfer", batch_id, batch));
     std::lock_guard<std::mutex> lock(batch->mu);
     const size_t base = batch->tasks.size();
     if (base + request_list.size() > batch->capacity) {
@@ -176,11 +182,8 @@ Status TransferEngineImpl::taskStatus(Batch& batch, size_t task_id,
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
                                              TransferStatus& status) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch = findBatch(batch_id);
-    if (!batch) {
-        return Status::InvalidArgument("getTransferStatus: unknown batch id " +
-                                       std::to_string(batch_id));
-    }
+    std::shared_ptr<Batch> batch;
+    CHECK_STATUS(findBatch("getTransferStatus", batch_id, batch));
     std::lock_guard<std::mutex> lock(batch->mu);
     if (task_id >= batch->tasks.size()) {
         return Status::InvalidArgument(
@@ -194,11 +197,8 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
 Status TransferEngineImpl::getTransferStatus(
     BatchID batch_id, std::vector<TransferStatus>& status_list) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch = findBatch(batch_id);
-    if (!batch) {
-        return Status::InvalidArgument("getTransferStatus: unknown batch id " +
-                                       std::to_string(batch_id));
-    }
+    std::shared_ptr<Batch> batch;
+    CHECK_STATUS(findBatch("getTransferStatus", batch_id, batch));
     std::lock_guard<std::mutex> lock(batch->mu);
     status_list.assign(batch->tasks.size(), TransferStatus());
     for (size_t i = 0; i < batch->tasks.size(); ++i) {

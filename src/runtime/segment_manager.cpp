@@ -54,6 +54,11 @@ void pruneThreadCache(ThreadCache& cache) {
     }
 }
 
+Status unknownSegment(SegmentID handle) {
+    return Status::InvalidArgument("unknown segment id " +
+                                   std::to_string(handle));
+}
+
 }  // namespace
 
 SegmentManager::SegmentManager(std::string local_segment_name,
@@ -155,14 +160,12 @@ Status SegmentManager::openRemote(SegmentID& handle,
 Status SegmentManager::closeRemote(SegmentID handle) {
     std::shared_ptr<OpenSegment> seg;
     {
+        // Lookup and removal under one lock, so of two racing closes only
+        // one succeeds.
         std::lock_guard<std::mutex> lock(remote_mu_);
-        auto it = remote_.find(handle);
-        if (it == remote_.end()) {
-            return Status::InvalidArgument("unknown segment id " +
-                                           std::to_string(handle));
-        }
-        seg = std::move(it->second);
-        remote_.erase(it);
+        auto node = remote_.extract(handle);
+        if (node.empty()) return unknownSegment(handle);
+        seg = std::move(node.mapped());
     }
     seg->generation.fetch_add(1, std::memory_order_acq_rel);
     threadCache().erase({instance_id_, handle});
@@ -175,12 +178,11 @@ Status SegmentManager::getRemoteName(SegmentID handle,
         name = local_name_;
         return Status::OK();
     }
-    std::lock_guard<std::mutex> lock(remote_mu_);
-    auto it = remote_.find(handle);
-    if (it == remote_.end()) {
-        return Status::NotFound("unknown segment id " + std::to_string(handle));
-    }
-    name = it->second->name;
+    std::shared_ptr<OpenSegment> seg;
+    Status status = findRemote(handle, seg);
+    // A name lookup reports an unknown id as NotFound, with the same text.
+    if (!status.ok()) return Status::NotFound(status.message());
+    name = seg->name;
     return Status::OK();
 }
 
@@ -190,15 +192,7 @@ Status SegmentManager::getRemoteCached(SegmentID handle, SegmentDescRef& desc) {
         return Status::OK();
     }
     std::shared_ptr<OpenSegment> seg;
-    {
-        std::lock_guard<std::mutex> lock(remote_mu_);
-        auto it = remote_.find(handle);
-        if (it == remote_.end()) {
-            return Status::InvalidArgument("unknown segment id " +
-                                           std::to_string(handle));
-        }
-        seg = it->second;
-    }
+    CHECK_STATUS(findRemote(handle, seg));
     ThreadCache& cache = threadCache();
     auto it = cache.find({instance_id_, handle});
     if (it != cache.end()) {
@@ -220,15 +214,7 @@ Status SegmentManager::getRemote(SegmentID handle, SegmentDescRef& desc) {
         return Status::OK();
     }
     std::shared_ptr<OpenSegment> seg;
-    {
-        std::lock_guard<std::mutex> lock(remote_mu_);
-        auto it = remote_.find(handle);
-        if (it == remote_.end()) {
-            return Status::InvalidArgument("unknown segment id " +
-                                           std::to_string(handle));
-        }
-        seg = it->second;
-    }
+    CHECK_STATUS(findRemote(handle, seg));
     // Read before fetching: an invalidation that races with the fetch leaves
     // the entry stale, so the next call fetches again instead of trusting it.
     uint64_t generation = seg->generation.load(std::memory_order_acquire);
@@ -251,13 +237,18 @@ Status SegmentManager::getRemote(SegmentID handle, SegmentDescRef& desc) {
 
 Status SegmentManager::invalidateRemote(SegmentID handle) {
     if (handle == LOCAL_SEGMENT_ID) return Status::OK();
+    std::shared_ptr<OpenSegment> seg;
+    CHECK_STATUS(findRemote(handle, seg));
+    seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    return Status::OK();
+}
+
+Status SegmentManager::findRemote(SegmentID handle,
+                                  std::shared_ptr<OpenSegment>& seg) const {
     std::lock_guard<std::mutex> lock(remote_mu_);
     auto it = remote_.find(handle);
-    if (it == remote_.end()) {
-        return Status::InvalidArgument("unknown segment id " +
-                                       std::to_string(handle));
-    }
-    it->second->generation.fetch_add(1, std::memory_order_acq_rel);
+    if (it == remote_.end()) return unknownSegment(handle);
+    seg = it->second;
     return Status::OK();
 }
 

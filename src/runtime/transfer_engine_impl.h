@@ -90,7 +90,10 @@ class TransferEngineImpl {
     Status unregisterOne(void* addr, size_t size);
 
     // engine_batch.cpp
-    std::shared_ptr<Batch> findBatch(BatchID id) const;
+    // InvalidArgument "<operation>: unknown batch id N" for an id not
+    // allocated (or already freed).
+    Status findBatch(const char* operation, BatchID id,
+                     std::shared_ptr<Batch>& batch) const;
     Transport* transportOf(TransportType type) const;
     Status taskStatus(Batch& batch, size_t task_id, TransferStatus& status);
 

@@ -23,6 +23,19 @@ Request makeRequest(Request::OpCode op, void* source, uint64_t remote,
     return r;
 }
 
+// The adapter was handed exactly one transfer, carrying these fields.
+void expectOnlyTransfer(MockMpcommAdapter& adapter, bool is_put,
+                        const void* local, const std::string& host_id,
+                        uintptr_t remote, size_t length) {
+    auto t = adapter.transfers();
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_EQ(t[0].is_put, is_put);
+    EXPECT_EQ(t[0].local_addr, reinterpret_cast<uintptr_t>(local));
+    EXPECT_EQ(t[0].host_id, host_id);
+    EXPECT_EQ(t[0].remote_addr, remote);
+    EXPECT_EQ(t[0].length, length);
+}
+
 void startTask(MpcommTask& task, const Request& r, MpcommTransferHandle h) {
     task.request = r;
     task.mpcomm_handle = h;
@@ -37,13 +50,7 @@ TEST(MpcommTaskMapping, WriteIsAPutWithTheRequestsAddressesAndLength) {
     EXPECT_NE(h, kInvalidMpcommTransferHandle);
     EXPECT_EQ(adapter.put_calls, 1);
     EXPECT_EQ(adapter.get_calls, 0);
-    auto t = adapter.transfers();
-    ASSERT_EQ(t.size(), 1u);
-    EXPECT_TRUE(t[0].is_put);
-    EXPECT_EQ(t[0].local_addr, reinterpret_cast<uintptr_t>(buf));
-    EXPECT_EQ(t[0].host_id, "peer:1");
-    EXPECT_EQ(t[0].remote_addr, 0xA000u);
-    EXPECT_EQ(t[0].length, 64u);
+    expectOnlyTransfer(adapter, /*is_put=*/true, buf, "peer:1", 0xA000, 64);
 }
 
 TEST(MpcommTaskMapping, ReadIsAGetWithTheRequestsAddressesAndLength) {
@@ -53,13 +60,7 @@ TEST(MpcommTaskMapping, ReadIsAGetWithTheRequestsAddressesAndLength) {
                         "peer:2");
     EXPECT_EQ(adapter.get_calls, 1);
     EXPECT_EQ(adapter.put_calls, 0);
-    auto t = adapter.transfers();
-    ASSERT_EQ(t.size(), 1u);
-    EXPECT_FALSE(t[0].is_put);
-    EXPECT_EQ(t[0].local_addr, reinterpret_cast<uintptr_t>(buf));
-    EXPECT_EQ(t[0].host_id, "peer:2");
-    EXPECT_EQ(t[0].remote_addr, 0xB000u);
-    EXPECT_EQ(t[0].length, 32u);
+    expectOnlyTransfer(adapter, /*is_put=*/false, buf, "peer:2", 0xB000, 32);
 }
 
 TEST(MpcommTaskMapping, ARefusedTransferYieldsTheInvalidHandle) {

@@ -24,6 +24,14 @@ std::string peerViewOfAttr(SegmentManager& peer, const std::string& name) {
     return attr;
 }
 
+// A one-page buffer at `addr`, listing no transports yet.
+BufferDesc bufferAt(uint64_t addr) {
+    BufferDesc desc;
+    desc.addr = addr;
+    desc.length = 0x1000;
+    return desc;
+}
+
 TEST_F(MpcommInstall,
        InitUsesTheSegmentNameTheTopologyRdmaNicsAndTheDefaultPort) {
     LogCapture logs;
@@ -242,9 +250,7 @@ TEST_F(MpcommInstall, TheTransportNamesItselfAndOptsOutOfOptionalFeatures) {
 
 TEST_F(MpcommInstall, RegistrationRegistersPublishesAndListsMpcomm) {
     ASSERT_TRUE(install().ok());
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     desc.transports = {TCP};
     ASSERT_TRUE(transport_->addMemoryBuffer(desc, MemoryOptions{}).ok());
     EXPECT_EQ(adapter_->register_calls, 1);
@@ -255,9 +261,7 @@ TEST_F(MpcommInstall, RegistrationRegistersPublishesAndListsMpcomm) {
 TEST_F(MpcommInstall, APublishFailureUnregistersAndLeavesTheBufferUnlisted) {
     ASSERT_TRUE(install().ok());
     adapter_->publish_error = -6;
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     Status st = transport_->addMemoryBuffer(desc, MemoryOptions{});
     EXPECT_EQ(st.message(), "MPComm publishBuffer failed, error=-6");
     EXPECT_EQ(adapter_->register_calls, 1);
@@ -268,9 +272,7 @@ TEST_F(MpcommInstall, APublishFailureUnregistersAndLeavesTheBufferUnlisted) {
 TEST_F(MpcommInstall, ARegisterFailureIsReturnedWithoutPublishing) {
     ASSERT_TRUE(install().ok());
     adapter_->register_error = -11;
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     Status st = transport_->addMemoryBuffer(desc, MemoryOptions{});
     EXPECT_EQ(st.message(), "MPComm registerMemory failed, error=-11");
     EXPECT_EQ(adapter_->publish_calls, 0);
@@ -279,9 +281,7 @@ TEST_F(MpcommInstall, ARegisterFailureIsReturnedWithoutPublishing) {
 
 TEST_F(MpcommInstall, RemovalUnpublishesAndUnregistersOnce) {
     ASSERT_TRUE(install().ok());
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     ASSERT_TRUE(transport_->addMemoryBuffer(desc, MemoryOptions{}).ok());
     ASSERT_TRUE(transport_->removeMemoryBuffer(desc).ok());
     EXPECT_EQ(adapter_->unpublish_calls, 1);
@@ -293,11 +293,7 @@ TEST_F(MpcommInstall, RemovalUnpublishesAndUnregistersOnce) {
 
 TEST_F(MpcommInstall, AFailedBufferInAListTakesBackTheOnesBeforeIt) {
     ASSERT_TRUE(install().ok());
-    std::vector<BufferDesc> list(2);
-    list[0].addr = 0x40000;
-    list[0].length = 0x1000;
-    list[1].addr = 0x50000;
-    list[1].length = 0x1000;
+    std::vector<BufferDesc> list = {bufferAt(0x40000), bufferAt(0x50000)};
     adapter_->publish_error = -6;
     adapter_->publish_ok_budget = 1;  // the second buffer fails
     Status st = transport_->addMemoryBuffer(list, MemoryOptions{});
@@ -311,9 +307,7 @@ TEST_F(MpcommInstall, AFailedBufferInAListTakesBackTheOnesBeforeIt) {
 }
 
 TEST_F(MpcommInstall, RegistrationBeforeInstallFails) {
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     Status st = transport_->addMemoryBuffer(desc, MemoryOptions{});
     EXPECT_TRUE(st.IsInvalidArgument());
     EXPECT_EQ(st.message(),
@@ -324,9 +318,7 @@ TEST_F(MpcommInstall, RegistrationBeforeInstallFails) {
 
 TEST_F(MpcommInstall, UninstallReleasesBuffersStillRegistered) {
     ASSERT_TRUE(install().ok());
-    BufferDesc desc;
-    desc.addr = 0x40000;
-    desc.length = 0x1000;
+    BufferDesc desc = bufferAt(0x40000);
     ASSERT_TRUE(transport_->addMemoryBuffer(desc, MemoryOptions{}).ok());
     ASSERT_TRUE(transport_->uninstall().ok());
     EXPECT_EQ(adapter_->unpublish_calls, 1);

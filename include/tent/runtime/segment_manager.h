@@ -64,6 +64,11 @@ class SegmentManager {
 
  private:
     struct OpenSegment;
+    // The open segment `handle` names; InvalidArgument "unknown segment id
+    // N" when none is open under it.
+    Status findRemote(SegmentID handle,
+                      std::shared_ptr<OpenSegment>& seg) const;
+
     const std::string local_name_;
     std::shared_ptr<SegmentFetcher> fetcher_;
     std::atomic<int64_t> ttl_ms_;

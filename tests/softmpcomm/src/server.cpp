@@ -17,6 +17,24 @@
 namespace mpcomm {
 namespace detail {
 
+namespace {
+
+// Ends a PUT or GET: logs a refusal and sends `reply` (kPutAck or
+// kGetDone) carrying the final status.
+bool finishRequest(int fd, const FrameHeader& request, const char* op,
+                   MsgType reply, int status) {
+    if (status != MPCOMM_SUCCESS)
+        MPCOMM_LOG(kDebug) << "refused " << op << " of " << request.length
+                           << " bytes at 0x" << std::hex << request.addr;
+    FrameHeader done;
+    done.type = reply;
+    done.seq = request.seq;
+    done.status = status;
+    return sendFrame(fd, done);
+}
+
+}  // namespace
+
 Server::Server(std::string host_id, uint32_t rails, MemoryTable* memory)
     : host_id_(std::move(host_id)), rails_(rails), memory_(memory) {}
 
@@ -206,14 +224,7 @@ bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request) {
                                      chunk, request.key, rail);
         offset += chunk;
     }
-    if (status != MPCOMM_SUCCESS)
-        MPCOMM_LOG(kDebug) << "refused PUT of " << request.length
-                           << " bytes at 0x" << std::hex << request.addr;
-    FrameHeader ack;
-    ack.type = MsgType::kPutAck;
-    ack.seq = request.seq;
-    ack.status = status;
-    return sendFrame(fd, ack);
+    return finishRequest(fd, request, "PUT", MsgType::kPutAck, status);
 }
 
 bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
@@ -236,14 +247,7 @@ bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
         if (!sendFrame(fd, data, bounce.data(), chunk)) return false;
         offset += chunk;
     }
-    if (status != MPCOMM_SUCCESS)
-        MPCOMM_LOG(kDebug) << "refused GET of " << request.length
-                           << " bytes at 0x" << std::hex << request.addr;
-    FrameHeader done;
-    done.type = MsgType::kGetDone;
-    done.seq = request.seq;
-    done.status = status;
-    return sendFrame(fd, done);
+    return finishRequest(fd, request, "GET", MsgType::kGetDone, status);
 }
 
 }  // namespace detail
