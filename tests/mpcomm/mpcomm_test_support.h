@@ -71,17 +71,19 @@ class SnapshotFetcher : public SegmentFetcher {
         std::lock_guard<std::mutex> lock(mu_);
         ++fetches;
         auto it = peers_.find(name);
-        if (it == peers_.end()) {
-            return Status::NotFound("no segment named " + name);
-        }
-        out = *it->second->getLocal();
+        std::shared_ptr<SegmentManager> peer =
+            it == peers_.end() ? nullptr : it->second.lock();
+        if (!peer) return Status::NotFound("no segment named " + name);
+        out = *peer->getLocal();
         return Status::OK();
     }
     int fetches = 0;
 
  private:
     std::mutex mu_;
-    std::map<std::string, std::shared_ptr<SegmentManager>> peers_;
+    // Weak: the managers own this fetcher, so strong references would form
+    // a cycle and leak both.
+    std::map<std::string, std::weak_ptr<SegmentManager>> peers_;
 };
 
 // Sets (or unsets, with nullopt) an environment variable for one scope.
