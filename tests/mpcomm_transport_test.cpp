@@ -14,15 +14,7 @@ class MpcommTransportTest : public TwoProcessTest {
 };
 
 TEST_F(MpcommTransportTest, WriteThenReadBackIsByteExact) {
-    // The target starts with seed 7; reading it first proves READ moves the
-    // target's bytes, not ours.
-    std::memset(localBytes(), 0, kBufferSize);
-    auto states = run({request(Request::READ, 0, kBufferSize)});
-    ASSERT_EQ(states[0].s, COMPLETED);
-    EXPECT_EQ(states[0].transferred_bytes, kBufferSize);
-    for (size_t i = 0; i < kBufferSize; ++i) {
-        ASSERT_EQ(localBytes()[i], patternByte(i, 7)) << "byte " << i;
-    }
+    expectTargetsInitialPattern();
     expectRoundTrip(42, kBufferSize);
 }
 

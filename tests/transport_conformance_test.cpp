@@ -14,13 +14,7 @@ class TransportConformance
 };
 
 TEST_P(TransportConformance, ReadSeesTheTargetsBytes) {
-    std::memset(localBytes(), 0, kBufferSize);
-    auto states = run({request(Request::READ, 0, kBufferSize)});
-    ASSERT_EQ(states[0].s, COMPLETED);
-    EXPECT_EQ(states[0].transferred_bytes, kBufferSize);
-    for (size_t i = 0; i < kBufferSize; ++i) {
-        ASSERT_EQ(localBytes()[i], patternByte(i, 7)) << "byte " << i;
-    }
+    expectTargetsInitialPattern();
 }
 
 TEST_P(TransportConformance, WriteThenReadBackInManySmallRequests) {

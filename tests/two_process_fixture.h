@@ -240,6 +240,18 @@ class TwoProcessTest : public ::testing::Test {
         return states;
     }
 
+    // Reads the whole target buffer into a zeroed local one and checks the
+    // pattern the target started with (seed 7): READ moves their bytes.
+    void expectTargetsInitialPattern() {
+        std::memset(localBytes(), 0, kBufferSize);
+        auto states = run({request(Request::READ, 0, kBufferSize)});
+        ASSERT_EQ(states[0].s, COMPLETED);
+        EXPECT_EQ(states[0].transferred_bytes, kBufferSize);
+        for (size_t i = 0; i < kBufferSize; ++i) {
+            ASSERT_EQ(localBytes()[i], patternByte(i, 7)) << "byte " << i;
+        }
+    }
+
     // Fills the local buffer with `seed`, writes it all, clears the local
     // buffer and reads it back; checks every byte.
     void expectRoundTrip(uint8_t seed, size_t chunk) {
