@@ -56,13 +56,13 @@ void DataConn::close() {
     if (reader_.joinable()) reader_.join();
 }
 
-bool DataConn::enqueue(Pending pending, FrameHeader request) {
+bool DataConn::enqueue(Pending pending, Queued queued) {
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
         if (dead_ || stopping_) return false;
-        request.seq = next_seq_++;
-        pending_.emplace(request.seq, std::move(pending));
-        queue_.push_back(request);
+        queued.request.seq = next_seq_++;
+        pending_.emplace(queued.request.seq, std::move(pending));
+        queue_.push_back(std::move(queued));
     }
     queue_cv_.notify_one();
     return true;
@@ -100,38 +100,50 @@ bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
     pending.is_get = is_get;
     pending.local = local;
     pending.length = length;
-    FrameHeader request;
-    request.type = is_get ? MsgType::kGetReq : MsgType::kPutReq;
-    request.addr = remote;
-    request.length = length;
-    request.key = key;
-    if (enqueue(std::move(pending), request)) return true;
+    Queued queued;
+    queued.request.type = is_get ? MsgType::kGetReq : MsgType::kPutReq;
+    queued.request.addr = remote;
+    queued.request.length = length;
+    queued.request.key = key;
+    if (!is_get) {
+        transfer->addSlices(1);  // the sender's "done with the payload"
+        queued.put_transfer = transfer;
+    }
+    if (enqueue(std::move(pending), std::move(queued))) return true;
     transfer->sliceDone(MPCOMM_ERR_CONNECTION_LOST);
+    if (!is_get) transfer->sliceDone(MPCOMM_ERR_CONNECTION_LOST);
     return false;
 }
 
 void DataConn::senderLoop() {
     for (;;) {
-        FrameHeader request;
+        Queued queued;
         uint64_t local = 0;
+        bool found = false;
         {
             std::unique_lock<std::mutex> lock(pending_mu_);
             queue_cv_.wait(
                 lock, [this] { return stopping_ || dead_ || !queue_.empty(); });
-            // Whatever is still queued stays in the pending table, where
-            // the reader's final sweep fails it.
+            // Whatever is still queued stays there and in the pending table,
+            // where the reader's final sweep fails it.
             if (stopping_ || dead_) return;
-            request = queue_.front();
+            queued = std::move(queue_.front());
             queue_.pop_front();
-            auto it = pending_.find(request.seq);
-            if (it == pending_.end()) continue;
-            local = it->second.local;
+            auto it = pending_.find(queued.request.seq);
+            found = it != pending_.end();
+            if (found) local = it->second.local;
         }
-        bool is_put = request.type == MsgType::kPutReq;
-        bool sent = is_put ? sendFrame(fd_, request,
-                                       reinterpret_cast<const void*>(local),
-                                       request.length)
-                           : sendFrame(fd_, request);
+        const FrameHeader& request = queued.request;
+        bool sent =
+            !found ||
+            (queued.put_transfer
+                 ? sendFrame(fd_, request, reinterpret_cast<const void*>(local),
+                             request.length)
+                 : sendFrame(fd_, request));
+        if (queued.put_transfer) {
+            queued.put_transfer->sliceDone(sent ? MPCOMM_SUCCESS
+                                                : MPCOMM_ERR_CONNECTION_LOST);
+        }
         if (!sent) {
             // A half-written request poisons the stream: end the connection
             // so the reader fails every other slice on it too.
@@ -209,11 +221,15 @@ void DataConn::readerLoop() {
     }
     shutdownSocket(fd_);
     std::unordered_map<uint64_t, Pending> orphans;
+    std::deque<Queued> unsent;
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
         dead_ = true;
         orphans.swap(pending_);
-        queue_.clear();
+        unsent.swap(queue_);
+    }
+    for (auto& queued : unsent) {
+        if (queued.put_transfer) queued.put_transfer->sliceDone(reason);
     }
     queue_cv_.notify_all();
     if (!orphans.empty())

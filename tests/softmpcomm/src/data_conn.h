@@ -60,9 +60,20 @@ class DataConn {
     DataConn(int fd, uint32_t rail);
     bool post(const std::shared_ptr<Transfer>& transfer, bool is_get,
               uint64_t local, uint64_t remote, uint64_t length, uint32_t key);
+    // A queued request. A put's payload is read from user memory by the
+    // sender thread, so a put slice carries a second completion event,
+    // "the sender is done with the payload", fired by whoever takes the
+    // request off the queue (the sender after sendFrame(), or the reader's
+    // final sweep). A transfer therefore never completes while the sender
+    // may still read its buffer, even when the connection dies mid-send.
+    struct Queued {
+        FrameHeader request;
+        std::shared_ptr<Transfer> put_transfer;  // null for gets
+    };
+
     // Registers the slice and queues its request; false when the connection
     // is already dead.
-    bool enqueue(Pending pending, FrameHeader request);
+    bool enqueue(Pending pending, Queued queued);
     // Removes and completes a slice if nobody else did yet.
     void failPending(uint64_t seq, int status);
     void readerLoop();
@@ -80,7 +91,7 @@ class DataConn {
     bool stopping_ = false;  // set by close() to release the sender
     uint64_t next_seq_ = 1;
     std::unordered_map<uint64_t, Pending> pending_;
-    std::deque<FrameHeader> queue_;
+    std::deque<Queued> queue_;
     std::mutex close_mu_;
     std::thread reader_;
     std::thread sender_;
