@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "log_capture.h"
 #include "tent/runtime/control_plane.h"
 #include "tent/runtime/transport.h"
 #include "tent/transfer_engine.h"
@@ -46,32 +47,6 @@ class ScopedTentConf {
  private:
     bool had_old_ = false;
     std::string old_;
-};
-
-// Collects every glog message while installed.
-class CapturingSink : public google::LogSink {
- public:
-    CapturingSink() { google::AddLogSink(this); }
-    ~CapturingSink() override { google::RemoveLogSink(this); }
-    void send(google::LogSeverity severity, const char* full_filename,
-              const char* base_filename, int line,
-              const google::LogMessageTime& time, const char* message,
-              size_t message_len) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        lines_.emplace_back(message, message_len);
-    }
-    std::vector<std::string> linesStartingWith(const std::string& prefix) {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::vector<std::string> out;
-        for (const std::string& l : lines_) {
-            if (l.rfind(prefix, 0) == 0) out.push_back(l);
-        }
-        return out;
-    }
-
- private:
-    std::mutex mu_;
-    std::vector<std::string> lines_;
 };
 
 std::string hexAddr(const void* p) {
@@ -428,7 +403,7 @@ TEST(EngineEnvTest, TcpDisabledByMcTentConfMakesRegistrationFail) {
 #ifndef TENT_HAVE_MPCOMM
 TEST(EngineEnvTest, MpcommEnabledWithoutUseMpcommIsSkippedWithReason) {
     ScopedTentConf env(R"({"transports": {"mpcomm": {"enable": true}}})");
-    CapturingSink sink;
+    testing::LogCapture sink;
     TransferEngine engine;
     ASSERT_TRUE(engine.available());
     std::vector<std::string> skipped =

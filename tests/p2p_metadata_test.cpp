@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.h"
 #include "rpc/rpc_frame.h"
 #include "tent/runtime/control_plane.h"
 
@@ -17,28 +18,6 @@ namespace mooncake::tent {
 namespace {
 
 constexpr int kTimeoutMs = 10000;
-
-// Collects WARNING lines so tests can check what the server reported.
-class WarningCapture : public google::LogSink {
- public:
-    WarningCapture() { google::AddLogSink(this); }
-    ~WarningCapture() override { google::RemoveLogSink(this); }
-    void send(google::LogSeverity severity, const char*, const char*, int,
-              const google::LogMessageTime&, const char* message,
-              size_t length) override {
-        if (severity != google::GLOG_WARNING) return;
-        std::lock_guard<std::mutex> lock(mu_);
-        lines_.emplace_back(message, length);
-    }
-    std::vector<std::string> lines() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return lines_;
-    }
-
- private:
-    std::mutex mu_;
-    std::vector<std::string> lines_;
-};
 
 // The client's own address as the server sees it ("127.0.0.1:<port>").
 std::string localName(int fd) {
@@ -205,7 +184,7 @@ TEST(P2PMetadataTest, BadSegmentNamesAreRejectedNamingTheValue) {
 
 TEST(P2PMetadataTest, GarbageJsonIsRefusedAndServingContinues) {
     Peer peer("v1:127.0.0.1:1");
-    WarningCapture warnings;
+    testing::LogCapture warnings;
     int fd = connectRaw(peer.service.port());
     std::string body = "{not json";
     sendRaw(fd, lengthPrefix(body.size()) + body);
@@ -213,7 +192,7 @@ TEST(P2PMetadataTest, GarbageJsonIsRefusedAndServingContinues) {
                          "invalid JSON: Line 1, Column 2: Missing '}' or "
                          "object member name");
     // The server logs before it answers, so the line is already there.
-    EXPECT_EQ(warnings.lines(),
+    EXPECT_EQ(warnings.linesAt(google::GLOG_WARNING),
               std::vector<std::string>{
                   "RpcServer: bad request from " + localName(fd) +
                   ": invalid JSON: Line 1, Column 2: Missing '}' or object "
@@ -244,14 +223,14 @@ TEST(P2PMetadataTest, ZeroLengthFrameIsRefused) {
 
 TEST(P2PMetadataTest, TruncatedFrameThenCloseIsDropped) {
     Peer peer("v1:127.0.0.1:1");
-    WarningCapture warnings;
+    testing::LogCapture warnings;
     int fd = connectRaw(peer.service.port());
     sendRaw(fd, lengthPrefix(100) + "{\"op\":\"Get");
     ::shutdown(fd, SHUT_WR);
     std::string payload;
     // Nothing can be answered to a request that never completed.
     EXPECT_TRUE(readFrame(fd, payload, kTimeoutMs, 1 << 20).IsUnavailable());
-    EXPECT_EQ(warnings.lines(),
+    EXPECT_EQ(warnings.linesAt(google::GLOG_WARNING),
               std::vector<std::string>{
                   "RpcServer: bad request from " + localName(fd) +
                   ": truncated frame (10 of 100 payload bytes); closing the "

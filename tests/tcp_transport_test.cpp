@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "log_capture.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent {
@@ -359,27 +360,6 @@ std::string frame(uint32_t magic, uint32_t op, uint64_t addr, uint64_t len) {
     return std::string(reinterpret_cast<char*>(b), sizeof(b));
 }
 
-// Collects glog messages while installed.
-class CapturingSink : public google::LogSink {
- public:
-    CapturingSink() { google::AddLogSink(this); }
-    ~CapturingSink() override { google::RemoveLogSink(this); }
-    void send(google::LogSeverity, const char*, const char*, int,
-              const google::LogMessageTime&, const char* message,
-              size_t message_len) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        lines_.emplace_back(message, message_len);
-    }
-    std::vector<std::string> lines() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return lines_;
-    }
-
- private:
-    std::mutex mu_;
-    std::vector<std::string> lines_;
-};
-
 class TcpTransportUnitTest : public ::testing::Test {
  protected:
     void install(const std::string& peer_endpoint, int timeout_ms) {
@@ -571,7 +551,7 @@ TEST_F(TcpTransportUnitTest, MissingEndpointFailsTaskNamingSegment) {
     std::vector<char> src(8);
     Request r = toPeer(Request::WRITE, src.data(), 0, src.size());
     {
-        CapturingSink sink;
+        testing::LogCapture sink;
         ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
         EXPECT_EQ(sink.lines(),
                   std::vector<std::string>{

@@ -17,47 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "log_capture.h"
 #include "tent/runtime/segment_manager.h"
 
 namespace mooncake::tent::testing {
-
-// Collects glog messages (text only) while alive.
-class LogCapture : public google::LogSink {
- public:
-    LogCapture() {
-        FLAGS_minloglevel = 0;
-        google::AddLogSink(this);
-    }
-    ~LogCapture() override { google::RemoveLogSink(this); }
-
-    void send(google::LogSeverity, const char*, const char*, int,
-              const google::LogMessageTime&, const char* message,
-              size_t length) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        lines_.emplace_back(message, length);
-    }
-
-    std::vector<std::string> lines() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return lines_;
-    }
-    int count(const std::string& exact) {
-        int n = 0;
-        for (const auto& line : lines()) n += line == exact ? 1 : 0;
-        return n;
-    }
-    int countContaining(const std::string& part) {
-        int n = 0;
-        for (const auto& line : lines()) {
-            n += line.find(part) != std::string::npos ? 1 : 0;
-        }
-        return n;
-    }
-
- private:
-    std::mutex mu_;
-    std::vector<std::string> lines_;
-};
 
 // Resolves a segment name to another manager's published snapshot, the way
 // the p2p metadata RPC would.
