@@ -27,10 +27,11 @@ build_softmpcomm() {
   cmake --install "$BUILD_SOFT" --prefix "$SOFT_PREFIX" >/dev/null
 }
 
+# build_on [target...]: everything by default, else just the named targets.
 build_on() {
   step "configure + build USE_MPCOMM=ON against $SOFT_PREFIX in $BUILD_ON"
   cmake -S "$ROOT" -B "$BUILD_ON" -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_PREFIX" \
     -DBUILD_UNIT_TESTS=ON
-  cmake --build "$BUILD_ON" -j"$JOBS"
+  cmake --build "$BUILD_ON" -j"$JOBS" ${1:+--target "$@"}
   export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }

@@ -19,11 +19,7 @@ DURATION="${DURATION:-3}"
 
 "$ROOT/scripts/install_deps.sh"
 build_softmpcomm
-step "configure + build tebench (USE_MPCOMM=ON) in $BUILD_ON"
-cmake -S "$ROOT" -B "$BUILD_ON" -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_PREFIX" \
-  -DBUILD_UNIT_TESTS=ON >/dev/null
-cmake --build "$BUILD_ON" -j"$JOBS" --target tebench
-export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+build_on tebench
 
 step "tebench over $XPORT: consistency pass (write then read back every block)"
 "$ROOT/scripts/tebench_pair.sh" "$BUILD_ON/benchmark/tebench" "$XPORT" \
