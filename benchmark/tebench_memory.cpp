@@ -70,7 +70,7 @@ Status allocateOne(TransferEngine& engine, const BenchOptions& options,
     if (!s.ok()) {
         return Status(s.code(), "allocating " + std::to_string(buffer.length) +
                                     " bytes at " + location + ": " +
-                                    s.message());
+                                    std::string(s.message()));
     }
     s = engine.registerLocalMemory(buffer.addr, buffer.length, mem);
     if (!s.ok()) {
@@ -79,7 +79,7 @@ Status allocateOne(TransferEngine& engine, const BenchOptions& options,
                                     " bytes at " + location +
                                     " for --xport_type=" +
                                     transportTypeName(options.xport_type) +
-                                    ": " + s.message());
+                                    ": " + std::string(s.message()));
     }
     buffers.push_back(buffer);
     return Status::OK();

@@ -25,7 +25,7 @@ class CountingFetcher : public SegmentFetcher {
         }
         out = SegmentDesc();
         out.name = name;
-        out.memory.transport_attrs[TCP] = "fetch#" + std::to_string(n);
+        out.getMemory().transport_attrs[TCP] = "fetch#" + std::to_string(n);
         return Status::OK();
     }
     int calls() const { return calls_.load(); }
@@ -48,10 +48,10 @@ BufferDesc makeBuffer(uint64_t addr, uint64_t length) {
 TEST(SegmentDescTest, JsonRoundTripKeepsEveryField) {
     SegmentDesc desc;
     desc.name = "10.0.0.1:15000";
-    desc.memory.buffers.push_back(makeBuffer(0xFFFFFFFFFFFF0000ull, 4096));
-    desc.memory.buffers.push_back(makeBuffer(0x1000, 1ull << 40));
-    desc.memory.transport_attrs[MPCOMM] = "v1:10.0.0.1:13579";
-    desc.memory.transport_attrs[TCP] = "10.0.0.1:40123";
+    desc.getMemory().buffers.push_back(makeBuffer(0xFFFFFFFFFFFF0000ull, 4096));
+    desc.getMemory().buffers.push_back(makeBuffer(0x1000, 1ull << 40));
+    desc.getMemory().transport_attrs[MPCOMM] = "v1:10.0.0.1:13579";
+    desc.getMemory().transport_attrs[TCP] = "10.0.0.1:40123";
     Json::Value json = segmentToJson(desc);
     EXPECT_EQ(json["transport_attrs"]["12"].asString(), "v1:10.0.0.1:13579");
     EXPECT_EQ(json["type"].asString(), "memory");
@@ -59,13 +59,15 @@ TEST(SegmentDescTest, JsonRoundTripKeepsEveryField) {
     SegmentDesc back;
     ASSERT_TRUE(segmentFromJson(json, back).ok());
     EXPECT_EQ(back.name, desc.name);
-    ASSERT_EQ(back.memory.buffers.size(), 2u);
-    EXPECT_EQ(back.memory.buffers[0].addr, 0xFFFFFFFFFFFF0000ull);
-    EXPECT_EQ(back.memory.buffers[1].length, 1ull << 40);
-    EXPECT_EQ(back.memory.buffers[0].transports,
+    ASSERT_EQ(back.getMemory().buffers.size(), 2u);
+    EXPECT_EQ(back.getMemory().buffers[0].addr, 0xFFFFFFFFFFFF0000ull);
+    EXPECT_EQ(back.getMemory().buffers[1].length, 1ull << 40);
+    EXPECT_EQ(back.getMemory().buffers[0].transports,
               (std::vector<TransportType>{TCP, MPCOMM}));
-    EXPECT_EQ(back.memory.getTransportAttrs(MPCOMM), "v1:10.0.0.1:13579");
-    EXPECT_EQ(back.memory.getTransportAttrs(RDMA), "");
+    const MemorySegmentDesc& memory = back.getMemory();
+    ASSERT_NE(memory.getTransportAttrs(MPCOMM), nullptr);
+    EXPECT_EQ(*memory.getTransportAttrs(MPCOMM), "v1:10.0.0.1:13579");
+    EXPECT_EQ(memory.getTransportAttrs(RDMA), nullptr);
     EXPECT_EQ(segmentToJson(back), json);
 }
 
@@ -78,7 +80,7 @@ TEST(SegmentDescTest, MalformedDescriptorsNameTheField) {
     Json::Value good = segmentToJson([] {
         SegmentDesc d;
         d.name = "h:1";
-        d.memory.buffers.push_back(makeBuffer(1, 2));
+        d.getMemory().buffers.push_back(makeBuffer(1, 2));
         return d;
     }());
     auto expectBad = [&](const std::function<void(Json::Value&)>& edit,
@@ -119,16 +121,22 @@ TEST(SegmentDescTest, MalformedDescriptorsNameTheField) {
 }
 
 TEST(SegmentDescTest, FindBufferNeedsTheWholeRange) {
-    MemorySegmentDesc mem;
+    SegmentDesc seg;
+    MemorySegmentDesc& mem = seg.getMemory();
     mem.buffers.push_back(makeBuffer(1000, 100));
     mem.buffers.push_back(makeBuffer(UINT64_MAX - 10, 10));
-    EXPECT_EQ(mem.findBuffer(1000, 100), &mem.buffers[0]);
-    EXPECT_EQ(mem.findBuffer(1050, 50), &mem.buffers[0]);
-    EXPECT_EQ(mem.findBuffer(1050, 51), nullptr);
-    EXPECT_EQ(mem.findBuffer(999, 2), nullptr);
-    EXPECT_EQ(mem.findBuffer(UINT64_MAX - 5, 5), &mem.buffers[1]);
+    EXPECT_EQ(seg.findBuffer(1000, 100), &mem.buffers[0]);
+    EXPECT_EQ(seg.findBuffer(1050, 50), &mem.buffers[0]);
+    EXPECT_EQ(seg.findBuffer(1050, 51), nullptr);
+    EXPECT_EQ(seg.findBuffer(999, 2), nullptr);
+    EXPECT_EQ(seg.findBuffer(UINT64_MAX - 5, 5), &mem.buffers[1]);
     // Would wrap past 2^64 if computed as addr + length.
-    EXPECT_EQ(mem.findBuffer(UINT64_MAX - 5, UINT64_MAX), nullptr);
+    EXPECT_EQ(seg.findBuffer(UINT64_MAX - 5, UINT64_MAX), nullptr);
+    // A file segment has no buffers to find.
+    SegmentDesc file;
+    file.type = SegmentType::File;
+    file.detail = FileSegmentDesc{};
+    EXPECT_EQ(file.findBuffer(1000, 1), nullptr);
 }
 
 TEST(SegmentManagerTest, LocalStartsEmptyUnderItsName) {
@@ -137,9 +145,9 @@ TEST(SegmentManagerTest, LocalStartsEmptyUnderItsName) {
     ASSERT_TRUE(local);
     EXPECT_EQ(local->name, "10.0.0.1:15000");
     EXPECT_EQ(local->type, SegmentType::Memory);
-    EXPECT_TRUE(local->memory.buffers.empty());
+    EXPECT_TRUE(local->getMemory().buffers.empty());
     SegmentDescRef same;
-    ASSERT_TRUE(mgr.getRemoteCached(LOCAL_SEGMENT_ID, same).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(same, LOCAL_SEGMENT_ID).ok());
     EXPECT_EQ(same, local);
 }
 
@@ -147,28 +155,28 @@ TEST(SegmentManagerTest, HeldSnapshotIsUnchangedByUpdates) {
     SegmentManager mgr("local", nullptr);
     SegmentDescRef before = mgr.getLocal();
     ASSERT_TRUE(mgr.updateLocal([](SegmentDesc& d) {
-                       d.memory.transport_attrs[MPCOMM] = "v1:1.2.3.4:5";
-                       d.memory.buffers.push_back(makeBuffer(1, 2));
+                       d.getMemory().transport_attrs[MPCOMM] = "v1:1.2.3.4:5";
+                       d.getMemory().buffers.push_back(makeBuffer(1, 2));
                        return Status::OK();
                    })
                     .ok());
     SegmentDescRef after = mgr.getLocal();
     EXPECT_NE(before, after);
-    EXPECT_TRUE(before->memory.transport_attrs.empty());
-    EXPECT_TRUE(before->memory.buffers.empty());
-    EXPECT_EQ(after->memory.getTransportAttrs(MPCOMM), "v1:1.2.3.4:5");
+    EXPECT_TRUE(before->getMemory().transport_attrs.empty());
+    EXPECT_TRUE(before->getMemory().buffers.empty());
+    EXPECT_EQ(after->getMemory().transport_attrs.at(MPCOMM), "v1:1.2.3.4:5");
 }
 
 TEST(SegmentManagerTest, FailedMutatorPublishesNothing) {
     SegmentManager mgr("local", nullptr);
     SegmentDescRef before = mgr.getLocal();
     Status s = mgr.updateLocal([](SegmentDesc& d) {
-        d.memory.buffers.push_back(makeBuffer(1, 2));
+        d.getMemory().buffers.push_back(makeBuffer(1, 2));
         return Status::InvalidArgument("nope");
     });
     EXPECT_EQ(s, Status::InvalidArgument("nope"));
     EXPECT_EQ(mgr.getLocal(), before);
-    EXPECT_TRUE(mgr.getLocal()->memory.buffers.empty());
+    EXPECT_TRUE(mgr.getLocal()->getMemory().buffers.empty());
 }
 
 TEST(SegmentManagerTest, SynchronizeCountsOnlyNewSnapshots) {
@@ -193,7 +201,7 @@ TEST(SegmentManagerTest, ConcurrentUpdatesAllLand) {
             for (int i = 0; i < kPerThread; ++i) {
                 uint64_t addr = uint64_t(t) * kPerThread + i;
                 ASSERT_TRUE(mgr.updateLocal([addr](SegmentDesc& d) {
-                                   d.memory.buffers.push_back(
+                                   d.getMemory().buffers.push_back(
                                        makeBuffer(addr, 1));
                                    return Status::OK();
                                })
@@ -203,9 +211,9 @@ TEST(SegmentManagerTest, ConcurrentUpdatesAllLand) {
     }
     for (auto& th : threads) th.join();
     SegmentDescRef local = mgr.getLocal();
-    ASSERT_EQ(local->memory.buffers.size(), size_t(kThreads * kPerThread));
+    ASSERT_EQ(local->getMemory().buffers.size(), size_t(kThreads * kPerThread));
     std::vector<bool> seen(kThreads * kPerThread, false);
-    for (const BufferDesc& b : local->memory.buffers) seen[b.addr] = true;
+    for (const BufferDesc& b : local->getMemory().buffers) seen[b.addr] = true;
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << i;
 }
 
@@ -222,8 +230,10 @@ TEST(SegmentManagerTest, ConcurrentReadersSeeConsistentSnapshots) {
             size_t last = 0;
             while (!done.load()) {
                 SegmentDescRef snap = mgr.getLocal();
-                size_t n = snap->memory.buffers.size();
-                std::string attr = snap->memory.getTransportAttrs(TCP);
+                size_t n = snap->getMemory().buffers.size();
+                const std::string* found =
+                    snap->getMemory().getTransportAttrs(TCP);
+                std::string attr = found ? *found : "";
                 if (attr != (n == 0 ? "" : std::to_string(n)) || n < last) {
                     ++inconsistent;
                 }
@@ -233,8 +243,9 @@ TEST(SegmentManagerTest, ConcurrentReadersSeeConsistentSnapshots) {
     }
     for (int i = 1; i <= kUpdates; ++i) {
         ASSERT_TRUE(mgr.updateLocal([i](SegmentDesc& d) {
-                           d.memory.buffers.push_back(makeBuffer(i, 1));
-                           d.memory.transport_attrs[TCP] = std::to_string(i);
+                           d.getMemory().buffers.push_back(makeBuffer(i, 1));
+                           d.getMemory().transport_attrs[TCP] =
+                               std::to_string(i);
                            return Status::OK();
                        })
                         .ok());
@@ -242,7 +253,7 @@ TEST(SegmentManagerTest, ConcurrentReadersSeeConsistentSnapshots) {
     done = true;
     for (auto& th : readers) th.join();
     EXPECT_EQ(inconsistent.load(), 0);
-    EXPECT_EQ(mgr.getLocal()->memory.buffers.size(), size_t(kUpdates));
+    EXPECT_EQ(mgr.getLocal()->getMemory().buffers.size(), size_t(kUpdates));
 }
 
 TEST(SegmentManagerTest, OpenCloseReopenGivesAFreshId) {
@@ -256,14 +267,12 @@ TEST(SegmentManagerTest, OpenCloseReopenGivesAFreshId) {
     SegmentID again = 0;
     ASSERT_TRUE(mgr.openRemote(again, "peer:1").ok());
     EXPECT_EQ(again, a);  // an open name keeps its id
-    std::string name;
-    ASSERT_TRUE(mgr.getRemoteName(a, name).ok());
-    EXPECT_EQ(name, "peer:1");
+    SegmentDescRef desc;
+    ASSERT_TRUE(mgr.getRemoteCached(desc, a).ok());
+    EXPECT_EQ(desc->name, "peer:1");  // the descriptor names the segment
 
     ASSERT_TRUE(mgr.closeRemote(a).ok());
-    EXPECT_TRUE(mgr.getRemoteName(a, name).IsNotFound());
-    SegmentDescRef desc;
-    Status s = mgr.getRemoteCached(a, desc);
+    Status s = mgr.getRemoteCached(desc, a);
     EXPECT_EQ(s, Status::InvalidArgument("unknown segment id 1"));
     EXPECT_EQ(mgr.closeRemote(a),
               Status::InvalidArgument("unknown segment id 1"));
@@ -294,25 +303,25 @@ TEST(SegmentManagerTest, CachedWithinTtlFetchesOnce) {
     ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
     EXPECT_EQ(fetcher->calls(), 1);
     SegmentDescRef first, second;
-    ASSERT_TRUE(mgr.getRemoteCached(id, first).ok());
-    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(first, id).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(second, id).ok());
     EXPECT_EQ(fetcher->calls(), 1);
     EXPECT_EQ(first, second);
-    EXPECT_EQ(first->memory.getTransportAttrs(TCP), "fetch#1");
+    EXPECT_EQ(first->getMemory().transport_attrs.at(TCP), "fetch#1");
 
     ASSERT_TRUE(mgr.invalidateRemote(id).ok());
-    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(second, id).ok());
     EXPECT_EQ(fetcher->calls(), 2);
-    EXPECT_EQ(second->memory.getTransportAttrs(TCP), "fetch#2");
-    ASSERT_TRUE(mgr.getRemoteCached(id, second).ok());
+    EXPECT_EQ(second->getMemory().transport_attrs.at(TCP), "fetch#2");
+    ASSERT_TRUE(mgr.getRemoteCached(second, id).ok());
     EXPECT_EQ(fetcher->calls(), 2);
 
     // getRemote always fetches and refreshes the cache.
-    ASSERT_TRUE(mgr.getRemote(id, second).ok());
+    ASSERT_TRUE(mgr.getRemote(second, id).ok());
     EXPECT_EQ(fetcher->calls(), 3);
-    ASSERT_TRUE(mgr.getRemoteCached(id, first).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(first, id).ok());
     EXPECT_EQ(fetcher->calls(), 3);
-    EXPECT_EQ(first->memory.getTransportAttrs(TCP), "fetch#3");
+    EXPECT_EQ(first->getMemory().transport_attrs.at(TCP), "fetch#3");
 }
 
 TEST(SegmentManagerTest, ZeroTtlFetchesEveryTime) {
@@ -321,7 +330,7 @@ TEST(SegmentManagerTest, ZeroTtlFetchesEveryTime) {
     SegmentID id = 0;
     ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
     SegmentDescRef desc;
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(mgr.getRemoteCached(desc, id).ok());
     EXPECT_EQ(fetcher->calls(), 6);
 }
 
@@ -332,8 +341,8 @@ TEST(SegmentManagerTest, SetCacheTtlAppliesToNewEntries) {
     SegmentID id = 0;
     ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
     SegmentDescRef desc;
-    ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
-    ASSERT_TRUE(mgr.getRemoteCached(id, desc).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(desc, id).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(desc, id).ok());
     EXPECT_EQ(fetcher->calls(), 3);
 }
 
@@ -343,27 +352,27 @@ TEST(SegmentManagerTest, EachThreadHasItsOwnCache) {
     SegmentID id = 0;
     ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
     SegmentDescRef mine;
-    ASSERT_TRUE(mgr.getRemoteCached(id, mine).ok());
+    ASSERT_TRUE(mgr.getRemoteCached(mine, id).ok());
     EXPECT_EQ(fetcher->calls(), 1);
 
     SegmentDescRef theirs;
     std::thread other([&] {
-        ASSERT_TRUE(mgr.getRemoteCached(id, theirs).ok());
-        ASSERT_TRUE(mgr.getRemoteCached(id, theirs).ok());
+        ASSERT_TRUE(mgr.getRemoteCached(theirs, id).ok());
+        ASSERT_TRUE(mgr.getRemoteCached(theirs, id).ok());
     });
     other.join();
     EXPECT_EQ(fetcher->calls(), 2);
-    EXPECT_EQ(theirs->memory.getTransportAttrs(TCP), "fetch#2");
+    EXPECT_EQ(theirs->getMemory().transport_attrs.at(TCP), "fetch#2");
 
     // An invalidation from this thread drops the other thread's entry too.
     std::promise<void> filled, invalidated;
     std::thread holder([&] {
         SegmentDescRef d;
-        EXPECT_TRUE(mgr.getRemoteCached(id, d).ok());  // fetch #3
+        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // fetch #3
         filled.set_value();
         invalidated.get_future().wait();
-        EXPECT_TRUE(mgr.getRemoteCached(id, d).ok());  // fetch #4
-        EXPECT_EQ(d->memory.getTransportAttrs(TCP), "fetch#4");
+        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // fetch #4
+        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#4");
     });
     filled.get_future().wait();
     EXPECT_EQ(fetcher->calls(), 3);
@@ -382,8 +391,8 @@ TEST(SegmentManagerTest, ManagersDoNotShareCacheEntries) {
     ASSERT_TRUE(two.openRemote(id2, "peer:2").ok());
     ASSERT_EQ(id1, id2);  // same numeric id in different managers
     SegmentDescRef d1, d2;
-    ASSERT_TRUE(one.getRemoteCached(id1, d1).ok());
-    ASSERT_TRUE(two.getRemoteCached(id2, d2).ok());
+    ASSERT_TRUE(one.getRemoteCached(d1, id1).ok());
+    ASSERT_TRUE(two.getRemoteCached(d2, id2).ok());
     EXPECT_EQ(d1->name, "peer:1");
     EXPECT_EQ(d2->name, "peer:2");
 }

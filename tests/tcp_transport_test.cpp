@@ -290,7 +290,8 @@ class FixedFetcher : public SegmentFetcher {
     Status fetch(const std::string& segment_name, SegmentDesc& out) override {
         out = SegmentDesc();
         out.name = segment_name;
-        if (!endpoint_.empty()) out.memory.transport_attrs[TCP] = endpoint_;
+        if (!endpoint_.empty())
+            out.getMemory().transport_attrs[TCP] = endpoint_;
         return Status::OK();
     }
 
@@ -367,11 +368,12 @@ class TcpTransportUnitTest : public ::testing::Test {
             "127.0.0.1:1", std::make_shared<FixedFetcher>(peer_endpoint));
         auto conf = std::make_shared<Config>();
         conf->set("transports/tcp/timeout_ms", timeout_ms);
-        std::string name = manager_->localName();
-        ASSERT_TRUE(
-            transport_
-                .install(name, manager_, std::make_shared<Topology>(), conf)
-                .ok());
+        std::string name = manager_->getLocal()->name;
+        ASSERT_TRUE(transport_
+                        .install(name,
+                                 std::make_shared<ControlService>(manager_),
+                                 std::make_shared<Topology>(), conf)
+                        .ok());
         ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
     }
 
@@ -406,7 +408,7 @@ class TcpTransportUnitTest : public ::testing::Test {
 
 TEST_F(TcpTransportUnitTest, PublishesEndpointAndCapabilities) {
     install("", 1000);
-    EXPECT_EQ(manager_->getLocal()->memory.getTransportAttrs(TCP),
+    EXPECT_EQ(manager_->getLocal()->getMemory().transport_attrs.at(TCP),
               "127.0.0.1:" + std::to_string(transport_.listenPort()));
     EXPECT_TRUE(transport_.capabilities().dram_to_dram);
     EXPECT_FALSE(transport_.capabilities().gpu_to_gpu);
@@ -415,10 +417,7 @@ TEST_F(TcpTransportUnitTest, PublishesEndpointAndCapabilities) {
     desc.length = 0x1000;
     ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
     EXPECT_EQ(desc.transports, std::vector<TransportType>{TCP});
-    Status s = transport_.cancelTransferTasks(nullptr, 0);
-    ASSERT_TRUE(s.IsNotImplemented());
-    EXPECT_EQ(s.message(),
-              "tcp transport does not support cancelTransferTasks");
+    EXPECT_FALSE(transport_.supportsCancellation());
 }
 
 TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
@@ -488,7 +487,7 @@ TEST_F(TcpTransportUnitTest, UninstallFailsTasksInFlight) {
         EXPECT_EQ(st.s, FAILED) << "task " << i;
     }
     Status s = transport_.submitTransferTasks(batch, {r});
-    EXPECT_TRUE(s.IsUnavailable()) << s;
+    EXPECT_EQ(s, Status::InvalidArgument("tcp transport is not installed"));
     ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
 }
 
@@ -520,10 +519,11 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
         "127.0.0.1:1", std::make_shared<FixedFetcher>(listener.endpoint()));
     auto conf = std::make_shared<Config>();
     conf->set("transports/tcp/workers", 1);  // one worker, one pool
-    std::string name = manager_->localName();
-    ASSERT_TRUE(
-        transport_.install(name, manager_, std::make_shared<Topology>(), conf)
-            .ok());
+    std::string name = manager_->getLocal()->name;
+    ASSERT_TRUE(transport_
+                    .install(name, std::make_shared<ControlService>(manager_),
+                             std::make_shared<Topology>(), conf)
+                    .ok());
     ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
 
     Transport::SubBatchRef batch = nullptr;

@@ -14,7 +14,7 @@ SegmentDesc memorySegment(std::vector<TransportType> buffer_transports) {
     buffer.addr = 0x10000;
     buffer.length = 0x1000;
     buffer.transports = std::move(buffer_transports);
-    desc.memory.buffers.push_back(buffer);
+    desc.getMemory().buffers.push_back(buffer);
     return desc;
 }
 

@@ -82,7 +82,8 @@ Status readFile(const std::string& path, std::string& text) {
     std::ostringstream ss;
     ss << in.rdbuf();
     if (in.bad()) {
-        return Status::IoError("cannot read configuration file " + path);
+        return Status::InvalidArgument("cannot read configuration file " +
+                                       path);
     }
     text = ss.str();
     return Status::OK();
@@ -143,7 +144,8 @@ Status Config::applyEnvOverride() {
         std::string text;
         Status s = readFile(value, text);
         if (!s.ok()) {
-            return Status(s.code(), "MC_TENT_CONF: " + s.message());
+            return Status(s.code(),
+                          "MC_TENT_CONF: " + std::string(s.message()));
         }
         CHECK_STATUS(parseObject(text, "MC_TENT_CONF file " + value, parsed));
     }
@@ -174,7 +176,7 @@ Json::Value Config::getValue(const std::string& path) const {
     return v ? *v : Json::Value();
 }
 
-bool Config::has(const std::string& path) const {
+bool Config::contains(const std::string& path) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     return find(path) != nullptr;
 }

@@ -2,9 +2,9 @@
 
 namespace mooncake::tent {
 
-const char* Status::CodeName(Code code) {
+std::string_view Status::CodeToString(Code code) {
     switch (code) {
-        case Code::kOK:
+        case Code::kOk:
             return "OK";
         case Code::kInvalidArgument:
             return "InvalidArgument";
@@ -16,6 +16,14 @@ const char* Status::CodeName(Code code) {
             return "DeviceNotFound";
         case Code::kInvalidEntry:
             return "InvalidEntry";
+        case Code::kInvalidMetadataType:
+            return "InvalidMetadataType";
+        case Code::kNeedsRefreshCache:
+            return "NeedsRefreshCache";
+        case Code::kRdmaError:
+            return "RdmaError";
+        case Code::kMetadataError:
+            return "MetadataError";
         case Code::kRpcServiceError:
             return "RpcServiceError";
         case Code::kMalformedJson:
@@ -24,23 +32,16 @@ const char* Status::CodeName(Code code) {
             return "InternalError";
         case Code::kNotImplemented:
             return "NotImplemented";
-        case Code::kNeedsRefreshCache:
-            return "NeedsRefreshCache";
-        case Code::kTimeout:
-            return "Timeout";
-        case Code::kNotFound:
-            return "NotFound";
-        case Code::kIoError:
-            return "IoError";
-        case Code::kUnavailable:
-            return "Unavailable";
     }
     return "Unknown";
 }
 
 std::string Status::ToString() const {
     if (ok()) return "OK";
-    return std::string(CodeName(code_)) + ": " + message_;
+    std::string out(CodeToString(code_));
+    out += ": ";
+    out += message_;
+    return out;
 }
 
 }  // namespace mooncake::tent

@@ -19,11 +19,19 @@
 
 namespace mooncake::tent {
 
-ControlService::ControlService()
-    : server_(std::make_unique<RpcServer>(kMaxFrameSize)) {
-    // A request that arrives before the engine sets a provider gets a clear
-    // "nothing published" reply rather than "unknown op".
-    setLocalProvider(nullptr);
+ControlService::ControlService(std::shared_ptr<SegmentManager> manager)
+    : manager_(std::move(manager)),
+      server_(std::make_unique<RpcServer>(kMaxFrameSize)) {
+    SegmentManager* segments = manager_.get();
+    server_->registerHandler(
+        kOpGetSegmentDesc, [segments](const Json::Value&, Json::Value& reply) {
+            SegmentDescRef desc = segments ? segments->getLocal() : nullptr;
+            if (!desc) {
+                return Status::MetadataError("no local segment is published");
+            }
+            reply["segment"] = segmentToJson(*desc);
+            return Status::OK();
+        });
 }
 
 ControlService::~ControlService() { stop(); }
@@ -35,20 +43,6 @@ Status ControlService::start(uint16_t port) {
 void ControlService::stop() { server_->stop(); }
 
 uint16_t ControlService::port() const { return server_->port(); }
-
-void ControlService::setLocalProvider(
-    std::function<SegmentDescRef()> provider) {
-    server_->registerHandler(
-        kOpGetSegmentDesc, [provider = std::move(provider)](
-                               const Json::Value&, Json::Value& reply) {
-            SegmentDescRef desc = provider ? provider() : nullptr;
-            if (!desc) {
-                return Status::NotFound("no local segment is published");
-            }
-            reply["segment"] = segmentToJson(*desc);
-            return Status::OK();
-        });
-}
 
 namespace {
 
@@ -95,8 +89,8 @@ Status connectTo(const std::string& host, uint16_t port,
 
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        return Status::IoError(std::string("socket() failed: ") +
-                               std::strerror(errno));
+        return Status::RpcServiceError(std::string("socket() failed: ") +
+                                       std::strerror(errno));
     }
     rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
     int err = rc == 0 ? 0 : errno;
@@ -110,7 +104,7 @@ Status connectTo(const std::string& host, uint16_t port,
         } while (rc < 0 && errno == EINTR);
         if (rc == 0) {
             ::close(fd);
-            return Status::Timeout("connect timed out");
+            return Status::RpcServiceError("connect timed out");
         }
         socklen_t len = sizeof(err);
         if (rc < 0) {
@@ -137,6 +131,11 @@ Status requestSegment(int fd, int timeout_ms, SegmentDesc& out) {
     std::string payload;
     CHECK_STATUS(
         readFrame(fd, payload, timeout_ms, ControlService::kMaxFrameSize));
+    if (payload.empty()) {
+        return Status::RpcServiceError(
+            "peer closed the connection before "
+            "replying to GetSegmentDesc");
+    }
     Json::Value reply;
     CHECK_STATUS(decodeJsonObject(payload, reply));
     const Json::Value& status = reply["status"];
@@ -173,13 +172,13 @@ Status P2PSegmentFetcher::fetch(const std::string& segment_name,
                         .count();
         // The request and the reply share what is left of the budget.
         s = left > 0 ? requestSegment(fd, static_cast<int>(left), out)
-                     : Status::Timeout("no time left after connect");
+                     : Status::RpcServiceError("no time left after connect");
         ::close(fd);
     }
     if (!s.ok()) {
         return Status(s.code(), "cannot fetch segment " + segment_name +
                                     " (timeout " + std::to_string(timeout_ms_) +
-                                    " ms): " + s.message());
+                                    " ms): " + std::string(s.message()));
     }
     return Status::OK();
 }

@@ -27,14 +27,18 @@ int remainingMs(Clock::time_point deadline) {
 Status waitFor(int fd, short events, Clock::time_point deadline) {
     while (true) {
         int left = remainingMs(deadline);
-        if (left == 0) return Status::Timeout("socket operation timed out");
+        if (left == 0) {
+            return Status::RpcServiceError("socket operation timed out");
+        }
         pollfd pfd{fd, events, 0};
         int rc = ::poll(&pfd, 1, left);
         if (rc > 0) return Status::OK();
-        if (rc == 0) return Status::Timeout("socket operation timed out");
+        if (rc == 0) {
+            return Status::RpcServiceError("socket operation timed out");
+        }
         if (errno != EINTR) {
-            return Status::IoError(std::string("poll failed: ") +
-                                   std::strerror(errno));
+            return Status::RpcServiceError(std::string("poll failed: ") +
+                                           std::strerror(errno));
         }
     }
 }
@@ -50,28 +54,31 @@ Status sendAll(int fd, const char* data, size_t size,
             sent += static_cast<size_t>(n);
         } else if (n < 0 && errno != EINTR && errno != EAGAIN &&
                    errno != EWOULDBLOCK) {
-            return Status::IoError(std::string("send failed: ") +
-                                   std::strerror(errno));
+            return Status::RpcServiceError(std::string("send failed: ") +
+                                           std::strerror(errno));
         }
     }
     return Status::OK();
 }
 
-// Reads exactly `size` bytes. `got` reports how many arrived, so the caller
-// can tell a clean close (0 bytes) from a truncated frame.
-Status recvAll(int fd, char* data, size_t size, size_t& got,
+// Reads exactly `size` bytes. `got` reports how many arrived and `closed`
+// whether the peer closed the connection, so the caller can tell a clean
+// close (0 bytes) from a truncated frame.
+Status recvAll(int fd, char* data, size_t size, size_t& got, bool& closed,
                Clock::time_point deadline) {
     got = 0;
+    closed = false;
     while (got < size) {
         CHECK_STATUS(waitFor(fd, POLLIN, deadline));
         ssize_t n = ::recv(fd, data + got, size - got, MSG_DONTWAIT);
         if (n > 0) {
             got += static_cast<size_t>(n);
         } else if (n == 0) {
-            return Status::Unavailable("connection closed by peer");
+            closed = true;
+            return Status::RpcServiceError("connection closed by peer");
         } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-            return Status::IoError(std::string("recv failed: ") +
-                                   std::strerror(errno));
+            return Status::RpcServiceError(std::string("recv failed: ") +
+                                           std::strerror(errno));
         }
     }
     return Status::OK();
@@ -104,12 +111,16 @@ Status readFrame(int fd, std::string& payload, int timeout_ms,
     auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     unsigned char header[4];
     size_t got = 0;
+    bool closed = false;
+    payload.clear();
     Status s = recvAll(fd, reinterpret_cast<char*>(header), sizeof(header), got,
-                       deadline);
+                       closed, deadline);
     if (!s.ok()) {
-        if (s.IsUnavailable() && got > 0) {
-            return Status::IoError("truncated frame header (" +
-                                   std::to_string(got) + " of 4 bytes)");
+        if (closed && got == 0) return Status::OK();  // clean close
+        if (closed) {
+            return Status::RpcServiceError("truncated frame header (" +
+                                           std::to_string(got) +
+                                           " of 4 bytes)");
         }
         return s;
     }
@@ -122,12 +133,12 @@ Status readFrame(int fd, std::string& payload, int timeout_ms,
                                        std::to_string(max_size) + " bytes");
     }
     std::string buffer(size, '\0');
-    s = recvAll(fd, buffer.data(), size, got, deadline);
+    s = recvAll(fd, buffer.data(), size, got, closed, deadline);
     if (!s.ok()) {
-        if (s.IsUnavailable()) {
-            return Status::IoError("truncated frame (" + std::to_string(got) +
-                                   " of " + std::to_string(size) +
-                                   " payload bytes)");
+        if (closed) {
+            return Status::RpcServiceError(
+                "truncated frame (" + std::to_string(got) + " of " +
+                std::to_string(size) + " payload bytes)");
         }
         return s;
     }

@@ -22,11 +22,13 @@ inline constexpr const char* kOpGetSegmentDesc = "GetSegmentDesc";
 Status writeFrame(int fd, const std::string& payload, int timeout_ms);
 
 // Receives one frame into `payload`; the whole read is bounded by
-// `timeout_ms`. Outcomes besides OK:
-//   Unavailable      the peer closed the connection before a new frame began
-//   IoError          the peer closed mid-frame (truncated) or a socket error
-//   Timeout          nothing complete arrived in time
-//   InvalidArgument  zero length, or a length above `max_size`
+// `timeout_ms`. Outcomes:
+//   OK, payload non-empty  a frame arrived
+//   OK, payload empty      the peer closed the connection before a new
+//                          frame began (frames are never empty)
+//   RpcServiceError        the peer closed mid-frame (truncated), a socket
+//                          error, or nothing complete arrived in time
+//   InvalidArgument        zero length, or a length above `max_size`
 Status readFrame(int fd, std::string& payload, int timeout_ms,
                  uint32_t max_size);
 

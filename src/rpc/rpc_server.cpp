@@ -46,8 +46,8 @@ Status RpcServer::bindPort(uint16_t port, int& fd_out, int& err_out) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         err_out = errno;
-        return Status::IoError(std::string("socket() failed: ") +
-                               std::strerror(errno));
+        return Status::RpcServiceError(std::string("socket() failed: ") +
+                                       std::strerror(errno));
     }
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -60,8 +60,9 @@ Status RpcServer::bindPort(uint16_t port, int& fd_out, int& err_out) {
         int err = errno;
         ::close(fd);
         err_out = err;
-        return Status::IoError("cannot listen on port " + std::to_string(port) +
-                               ": " + std::strerror(err));
+        return Status::RpcServiceError("cannot listen on port " +
+                                       std::to_string(port) + ": " +
+                                       std::strerror(err));
     }
     fd_out = fd;
     return Status::OK();
@@ -92,16 +93,16 @@ Status RpcServer::start(uint16_t port, uint16_t range_begin,
             if (err != EADDRINUSE) return s;
         }
         if (fd < 0) {
-            return Status::IoError("no free port in " +
-                                   std::to_string(range_begin) + ".." +
-                                   std::to_string(range_end));
+            return Status::RpcServiceError("no free port in " +
+                                           std::to_string(range_begin) + ".." +
+                                           std::to_string(range_end));
         }
     }
     if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
         int err = errno;
         ::close(fd);
-        return Status::IoError(std::string("pipe2() failed: ") +
-                               std::strerror(err));
+        return Status::RpcServiceError(std::string("pipe2() failed: ") +
+                                       std::strerror(err));
     }
     listen_fd_ = fd;
     port_ = bound;
@@ -203,17 +204,18 @@ void RpcServer::serveConnection(Connection* conn) {
         std::string payload;
         Status s =
             readFrame(conn->fd, payload, io_timeout_ms_, max_frame_size_);
+        if (s.ok() && payload.empty()) break;  // orderly close
         if (s.ok()) {
             if (!handlePayload(conn, payload)) break;
             continue;
         }
-        if (s.IsUnavailable() || stopping_) break;  // orderly close
+        if (stopping_) break;
         LOG(WARNING) << "RpcServer: bad request from " << conn->peer << ": "
                      << s.message() << "; closing the connection";
         // A bad length prefix leaves the connection writable, so the peer
         // can be told why; after a truncated frame or timeout nobody reads.
         if (s.IsInvalidArgument()) {
-            sendError(conn->fd, s.message(), io_timeout_ms_);
+            sendError(conn->fd, std::string(s.message()), io_timeout_ms_);
         }
         break;
     }
@@ -245,7 +247,7 @@ bool RpcServer::handlePayload(Connection* conn, const std::string& payload) {
     if (!s.ok()) {
         LOG(WARNING) << "RpcServer: bad request from " << conn->peer << ": "
                      << s.message() << "; closing the connection";
-        sendError(conn->fd, s.message(), io_timeout_ms_);
+        sendError(conn->fd, std::string(s.message()), io_timeout_ms_);
         return false;
     }
     Json::Value reply(Json::objectValue);

@@ -114,7 +114,7 @@ Status TransferEngineImpl::submitTransfer(
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         SegmentDescRef desc;
-        Status s = segments_->getRemoteCached(request.target_id, desc);
+        Status s = segments_->getRemoteCached(desc, request.target_id);
         if (s.ok() && !desc) {
             s = Status::InvalidArgument("no descriptor for segment id " +
                                         std::to_string(request.target_id));

@@ -133,7 +133,7 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
             describe(addr, size) + " (" + why + ")");
     }
     Status s = segments_->updateLocal([&](SegmentDesc& seg) {
-        seg.memory.buffers.push_back(desc);
+        seg.getMemory().buffers.push_back(desc);
         return Status::OK();
     });
     if (s.ok()) s = segments_->synchronizeLocal();
@@ -174,7 +174,7 @@ Status TransferEngineImpl::unregisterOne(void* addr, size_t size) {
     }
     BufferDesc desc;
     SegmentDescRef local = segments_->getLocal();
-    for (const BufferDesc& b : local->memory.buffers) {
+    for (const BufferDesc& b : local->getMemory().buffers) {
         if (b.addr == base) desc = b;
     }
     if (size != 0 && size != desc.length) {
@@ -192,7 +192,7 @@ Status TransferEngineImpl::unregisterOne(void* addr, size_t size) {
     }
     registered_.erase(it);
     Status s = segments_->updateLocal([&](SegmentDesc& seg) {
-        auto& buffers = seg.memory.buffers;
+        auto& buffers = seg.getMemory().buffers;
         buffers.erase(
             std::remove_if(buffers.begin(), buffers.end(),
                            [&](const BufferDesc& b) { return b.addr == base; }),

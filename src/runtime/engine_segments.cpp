@@ -29,12 +29,13 @@ Status TransferEngineImpl::getSegmentInfo(SegmentID handle, SegmentInfo& info) {
     } else {
         // Always fresh: callers ask this to see what the peer registered
         // just now, which a cached copy may not show yet.
-        CHECK_STATUS(segments_->getRemote(handle, desc));
+        CHECK_STATUS(segments_->getRemote(desc, handle));
     }
     info = SegmentInfo();
     info.type = desc->type == SegmentType::File ? SegmentInfo::File
                                                 : SegmentInfo::Memory;
-    for (const BufferDesc& b : desc->memory.buffers) {
+    if (desc->type != SegmentType::Memory) return Status::OK();
+    for (const BufferDesc& b : desc->getMemory().buffers) {
         SegmentInfo::Buffer buffer;
         buffer.base = b.addr;
         buffer.length = b.length;

@@ -24,8 +24,8 @@ TransferEngineImpl::TransferEngineImpl(std::shared_ptr<Config> conf,
 TransferEngineImpl::~TransferEngineImpl() { teardown(); }
 
 Status TransferEngineImpl::notAvailable() const {
-    return Status::Unavailable("TransferEngine is not available: " +
-                               init_status_.message());
+    return Status::InternalError("TransferEngine is not available: " +
+                                 std::string(init_status_.message()));
 }
 
 Status TransferEngineImpl::construct(const std::string& config_path) {
@@ -35,7 +35,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
 
     const std::string metadata_type = conf_->get("metadata_type", "p2p");
     if (metadata_type != "p2p") {
-        return Status::InvalidArgument(
+        return Status::InvalidMetadataType(
             "metadata_type " + metadata_type +
             " is not supported (this engine implements p2p only)");
     }
@@ -51,22 +51,17 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
         topology_ = std::make_shared<Topology>();
     }
 
-    CHECK_STATUS(startControlPlane());
-
     int64_t ttl_ms = conf_->get<int64_t>("metadata/cache_ttl_ms", 10000);
     if (ttl_ms < 0) {
         return Status::InvalidArgument(
             "metadata/cache_ttl_ms must not be negative, got " +
             std::to_string(ttl_ms));
     }
+    // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
-        local_segment_name_, std::make_shared<P2PSegmentFetcher>(),
+        "", std::make_shared<P2PSegmentFetcher>(),
         std::chrono::milliseconds(ttl_ms));
-    std::weak_ptr<SegmentManager> weak = segments_;
-    control_->setLocalProvider([weak]() -> SegmentDescRef {
-        auto manager = weak.lock();
-        return manager ? manager->getLocal() : nullptr;
-    });
+    CHECK_STATUS(startControlPlane());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
     loadTransports();
@@ -86,7 +81,7 @@ Status TransferEngineImpl::startControlPlane() {
         }
         port = port_value.asInt64();
     }
-    control_ = std::make_unique<ControlService>();
+    control_ = std::make_shared<ControlService>(segments_);
     CHECK_STATUS(control_->start(static_cast<uint16_t>(port)));
     rpc_port_ = control_->port();
 
@@ -96,6 +91,10 @@ Status TransferEngineImpl::startControlPlane() {
     // configured local_segment_name.
     local_segment_name_ = hostname_ + ":" + std::to_string(rpc_port_);
     conf_->set("local_segment_name", local_segment_name_);
+    CHECK_STATUS(segments_->updateLocal([this](SegmentDesc& desc) {
+        desc.name = local_segment_name_;
+        return Status::OK();
+    }));
     LOG(INFO) << "TransferEngine: segment " << local_segment_name_
               << " (metadata_type=p2p)";
     return Status::OK();
@@ -109,7 +108,7 @@ void TransferEngineImpl::loadTransports() {
         if (!conf_->get(gate, entry.enabled_by_default)) continue;
         std::unique_ptr<Transport> transport = entry.factory();
         std::string name = local_segment_name_;
-        Status s = transport->install(name, segments_, topology_, conf_);
+        Status s = transport->install(name, control_, topology_, conf_);
         if (!s.ok()) {
             LOG(WARNING) << "Transport " << entry.name
                          << " skipped: " << s.message();

@@ -8,14 +8,16 @@
 
 namespace mooncake::tent {
 
-std::string MemorySegmentDesc::getTransportAttrs(TransportType type) const {
-    auto it = transport_attrs.find(static_cast<int>(type));
-    return it == transport_attrs.end() ? std::string() : it->second;
+const std::string* MemorySegmentDesc::getTransportAttrs(
+    int transport_type) const {
+    auto it = transport_attrs.find(transport_type);
+    return it == transport_attrs.end() ? nullptr : &it->second;
 }
 
-const BufferDesc* MemorySegmentDesc::findBuffer(uint64_t addr,
-                                                uint64_t length) const {
-    for (const BufferDesc& buf : buffers) {
+const BufferDesc* SegmentDesc::findBuffer(uint64_t addr,
+                                          uint64_t length) const {
+    if (type != SegmentType::Memory) return nullptr;
+    for (const BufferDesc& buf : getMemory().buffers) {
         // Written without addr + length so that a range near 2^64 cannot
         // wrap around and appear contained.
         if (addr < buf.addr) continue;
@@ -30,8 +32,10 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
     Json::Value root(Json::objectValue);
     root["name"] = desc.name;
     root["type"] = desc.type == SegmentType::File ? "file" : "memory";
+    if (desc.type != SegmentType::Memory) return root;
+    const MemorySegmentDesc& memory = desc.getMemory();
     Json::Value buffers(Json::arrayValue);
-    for (const BufferDesc& buf : desc.memory.buffers) {
+    for (const BufferDesc& buf : memory.buffers) {
         Json::Value b(Json::objectValue);
         b["addr"] = Json::Value(static_cast<Json::UInt64>(buf.addr));
         b["length"] = Json::Value(static_cast<Json::UInt64>(buf.length));
@@ -45,7 +49,7 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
     }
     root["buffers"] = buffers;
     Json::Value attrs(Json::objectValue);
-    for (const auto& [type, value] : desc.memory.transport_attrs) {
+    for (const auto& [type, value] : memory.transport_attrs) {
         attrs[std::to_string(type)] = value;
     }
     root["transport_attrs"] = attrs;
@@ -124,6 +128,7 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
             parsed.type = SegmentType::Memory;
         } else if (type.isString() && type.asString() == "file") {
             parsed.type = SegmentType::File;
+            parsed.detail = FileSegmentDesc{};
         } else {
             return Status::InvalidEntry(
                 "segment descriptor field type must be \"memory\" or "
@@ -131,6 +136,11 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
                 toCompactJson(type));
         }
     }
+    if (parsed.type == SegmentType::File) {
+        desc = std::move(parsed);
+        return Status::OK();
+    }
+    MemorySegmentDesc& memory = parsed.getMemory();
     if (value.isMember("buffers")) {
         const Json::Value& buffers = value["buffers"];
         if (!buffers.isArray()) {
@@ -140,7 +150,7 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
         for (Json::ArrayIndex i = 0; i < buffers.size(); ++i) {
             BufferDesc buf;
             CHECK_STATUS(parseBuffer(buffers[i], i, buf));
-            parsed.memory.buffers.push_back(std::move(buf));
+            memory.buffers.push_back(std::move(buf));
         }
     }
     if (value.isMember("transport_attrs")) {
@@ -164,7 +174,7 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
                     "segment descriptor field transport_attrs[\"" + key +
                     "\"] is not a string");
             }
-            parsed.memory.transport_attrs[static_cast<int>(type)] =
+            memory.transport_attrs[static_cast<int>(type)] =
                 attrs[key].asString();
         }
     }

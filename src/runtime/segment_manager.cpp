@@ -64,12 +64,11 @@ Status unknownSegment(SegmentID handle) {
 SegmentManager::SegmentManager(std::string local_segment_name,
                                std::shared_ptr<SegmentFetcher> fetcher,
                                std::chrono::milliseconds cache_ttl)
-    : local_name_(std::move(local_segment_name)),
-      fetcher_(std::move(fetcher)),
+    : fetcher_(std::move(fetcher)),
       ttl_ms_(cache_ttl.count()),
       instance_id_(g_next_instance_id.fetch_add(1)) {
     auto initial = std::make_shared<SegmentDesc>();
-    initial->name = local_name_;
+    initial->name = std::move(local_segment_name);
     initial->type = SegmentType::Memory;
     local_ = std::move(initial);
 }
@@ -130,7 +129,7 @@ Status SegmentManager::openRemote(SegmentID& handle,
     Status status = fetcher_->fetch(segment_name, *desc);
     if (!status.ok()) {
         return Status(status.code(), "cannot open segment " + segment_name +
-                                         ": " + status.message());
+                                         ": " + std::string(status.message()));
     }
     auto seg = std::make_shared<OpenSegment>(segment_name);
     SegmentID id;
@@ -172,21 +171,7 @@ Status SegmentManager::closeRemote(SegmentID handle) {
     return Status::OK();
 }
 
-Status SegmentManager::getRemoteName(SegmentID handle,
-                                     std::string& name) const {
-    if (handle == LOCAL_SEGMENT_ID) {
-        name = local_name_;
-        return Status::OK();
-    }
-    std::shared_ptr<OpenSegment> seg;
-    Status status = findRemote(handle, seg);
-    // A name lookup reports an unknown id as NotFound, with the same text.
-    if (!status.ok()) return Status::NotFound(status.message());
-    name = seg->name;
-    return Status::OK();
-}
-
-Status SegmentManager::getRemoteCached(SegmentID handle, SegmentDescRef& desc) {
+Status SegmentManager::getRemoteCached(SegmentDescRef& desc, SegmentID handle) {
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
@@ -205,10 +190,10 @@ Status SegmentManager::getRemoteCached(SegmentID handle, SegmentDescRef& desc) {
             return Status::OK();
         }
     }
-    return getRemote(handle, desc);
+    return getRemote(desc, handle);
 }
 
-Status SegmentManager::getRemote(SegmentID handle, SegmentDescRef& desc) {
+Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
@@ -222,7 +207,7 @@ Status SegmentManager::getRemote(SegmentID handle, SegmentDescRef& desc) {
     Status status = fetcher_->fetch(seg->name, *fetched);
     if (!status.ok()) {
         return Status(status.code(), "cannot fetch segment " + seg->name +
-                                         ": " + status.message());
+                                         ": " + std::string(status.message()));
     }
     ThreadCache& cache = threadCache();
     pruneThreadCache(cache);

@@ -19,7 +19,7 @@ int readNumaNode(const std::string& device) {
     return node;
 }
 
-Status discoverRdmaNics(std::vector<NicEntry>& nics) {
+Status discoverRdmaNics(std::vector<Topology::NicEntry>& nics) {
     int count = 0;
     errno = 0;
     ibv_device** devices = ibv_get_device_list(&count);
@@ -34,9 +34,9 @@ Status discoverRdmaNics(std::vector<NicEntry>& nics) {
     for (int i = 0; i < count; ++i) {
         const char* name = ibv_get_device_name(devices[i]);
         if (!name) continue;
-        NicEntry nic;
+        Topology::NicEntry nic;
         nic.name = name;
-        nic.type = NIC_RDMA;
+        nic.type = Topology::NIC_RDMA;
         nic.numa_node = readNumaNode(nic.name);
         nics.push_back(std::move(nic));
     }
@@ -45,7 +45,7 @@ Status discoverRdmaNics(std::vector<NicEntry>& nics) {
     return Status::OK();
 }
 
-void discoverMemNodes(std::vector<MemEntry>& mems) {
+void discoverMemNodes(std::vector<Topology::MemEntry>& mems) {
     if (numa_available() < 0) {
         mems.push_back({"cpu:0", 0});
         return;
@@ -59,8 +59,8 @@ void discoverMemNodes(std::vector<MemEntry>& mems) {
     if (mems.empty()) mems.push_back({"cpu:0", 0});
 }
 
-const char* nicTypeName(NicType type) {
-    return type == NIC_TCP ? "tcp" : "rdma";
+const char* nicTypeName(Topology::NicType type) {
+    return type == Topology::NIC_TCP ? "tcp" : "rdma";
 }
 
 Status parseEntryCommon(const Json::Value& v, const std::string& field,
@@ -141,11 +141,11 @@ Status Topology::fromJson(const Json::Value& value) {
                 parseEntryCommon(arr[i], field, nic.name, nic.numa_node));
             const Json::Value& type = arr[i]["type"];
             if (type.isNull()) {
-                nic.type = NIC_RDMA;
+                nic.type = Topology::NIC_RDMA;
             } else if (type.isString() && type.asString() == "rdma") {
-                nic.type = NIC_RDMA;
+                nic.type = Topology::NIC_RDMA;
             } else if (type.isString() && type.asString() == "tcp") {
-                nic.type = NIC_TCP;
+                nic.type = Topology::NIC_TCP;
             } else {
                 return Status::InvalidEntry(
                     "topology field " + field +
@@ -170,14 +170,6 @@ Status Topology::fromJson(const Json::Value& value) {
     nic_list_ = std::move(nics);
     mem_list_ = std::move(mems);
     return Status::OK();
-}
-
-std::vector<std::string> Topology::rdmaNicNames() const {
-    std::vector<std::string> names;
-    for (const NicEntry& nic : nic_list_) {
-        if (nic.type == NIC_RDMA) names.push_back(nic.name);
-    }
-    return names;
 }
 
 }  // namespace mooncake::tent

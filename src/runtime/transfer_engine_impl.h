@@ -104,7 +104,7 @@ class TransferEngineImpl {
     std::string local_segment_name_;
 
     std::shared_ptr<Topology> topology_;
-    std::unique_ptr<ControlService> control_;
+    std::shared_ptr<ControlService> control_;
     std::shared_ptr<SegmentManager> segments_;
     // In transportTable() order.
     std::vector<Loaded> transports_;

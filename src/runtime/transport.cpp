@@ -8,7 +8,7 @@
 namespace mooncake::tent {
 
 Status Transport::install(std::string& local_segment_name,
-                          std::shared_ptr<SegmentManager> metadata,
+                          std::shared_ptr<ControlService> metadata,
                           std::shared_ptr<Topology> local_topology,
                           std::shared_ptr<Config> conf) {
     return Status::OK();
@@ -19,10 +19,6 @@ Status Transport::uninstall() { return Status::OK(); }
 Status Transport::unsupported(const char* operation) const {
     return Status::NotImplemented(std::string(getName()) +
                                   " transport does not support " + operation);
-}
-
-Status Transport::cancelTransferTasks(SubBatchRef batch, int task_id) {
-    return unsupported("cancelTransferTasks");
 }
 
 Status Transport::addMemoryBuffer(BufferDesc& desc,
@@ -40,11 +36,6 @@ Status Transport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
 
 Status Transport::removeMemoryBuffer(BufferDesc& desc) {
     return unsupported("removeMemoryBuffer");
-}
-
-Status Transport::sendNotification(SegmentID target,
-                                   const std::string& message) {
-    return unsupported("sendNotification");
 }
 
 namespace {

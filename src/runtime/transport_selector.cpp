@@ -100,11 +100,8 @@ Status TransportSelector::select(const Request& request,
         return Status::OK();
     }
 
-    const BufferDesc* buffer = nullptr;
-    if (target.type == SegmentType::Memory) {
-        buffer =
-            target.memory.findBuffer(request.target_offset, request.length);
-    }
+    const BufferDesc* buffer =
+        target.findBuffer(request.target_offset, request.length);
     if (!buffer) {
         std::ostringstream os;
         os << "no transport can reach segment " << target.name

@@ -131,14 +131,15 @@ TEST(MpcommAdapterErrors,
      ProviderFailuresNameTheOperationAndKeepTheNativeCode) {
     Status st = mpcommProviderError(
         "connect to 10.0.0.1:13579 (host 10.0.0.1:12345)", -4);
-    EXPECT_TRUE(st.IsInternalError());
+    EXPECT_TRUE(st.IsRdmaError());
     EXPECT_EQ(st.message(),
               "MPComm connect to 10.0.0.1:13579 (host 10.0.0.1:12345) "
               "failed, error=-4");
     int native = 0;
     ASSERT_TRUE(mpcommNativeStatusOf(st, native));
     EXPECT_EQ(native, -4);
-    EXPECT_FALSE(mpcommNativeStatusOf(Status::Unavailable("no code"), native));
+    EXPECT_FALSE(
+        mpcommNativeStatusOf(Status::NotImplemented("no code"), native));
     EXPECT_FALSE(mpcommNativeStatusOf(Status::OK(), native));
 }
 
@@ -152,7 +153,7 @@ TEST(MpcommAdapterStub, WithoutUseMpcommTheDefaultAdapterIsUnavailable) {
         "rebuild with -DUSE_MPCOMM=ON -DMPCOMM_ROOT=<prefix>)";
     EXPECT_EQ(adapter->unavailableReason(), reason);
     Status st = adapter->init("10.0.0.1:1", "", 13579);
-    EXPECT_TRUE(st.IsUnavailable());
+    EXPECT_TRUE(st.IsNotImplemented());
     EXPECT_EQ(st.message(), reason);
     EXPECT_EQ(adapter->connect("h", "10.0.0.1", 1).message(), reason);
     EXPECT_EQ(adapter->queryRemoteBuffer("h", "10.0.0.1", 1).message(), reason);

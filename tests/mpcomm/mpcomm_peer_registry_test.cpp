@@ -55,7 +55,7 @@ TEST_F(MpcommPeerRegistryTest,
        ConnectFailureCachesNothingAndTheNextCallReconnects) {
     adapter_->connect_failures = 2;
     Status first = registry_.ensure(kPeer, "10.0.0.2", 14000, kOneBuffer);
-    EXPECT_TRUE(first.IsInternalError());
+    EXPECT_TRUE(first.IsRdmaError());
     EXPECT_EQ(first.message(), "MPComm connect to 10.0.0.2:14000 (host " +
                                    kPeer + ") failed, error=-4");
     EXPECT_FALSE(registry_.contains(kPeer));

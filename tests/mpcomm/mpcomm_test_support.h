@@ -36,7 +36,7 @@ class SnapshotFetcher : public SegmentFetcher {
         auto it = peers_.find(name);
         std::shared_ptr<SegmentManager> peer =
             it == peers_.end() ? nullptr : it->second.lock();
-        if (!peer) return Status::NotFound("no segment named " + name);
+        if (!peer) return Status::MetadataError("no segment named " + name);
         out = *peer->getLocal();
         return Status::OK();
     }
@@ -48,6 +48,12 @@ class SnapshotFetcher : public SegmentFetcher {
     // a cycle and leak both.
     std::map<std::string, std::weak_ptr<SegmentManager>> peers_;
 };
+
+// The endpoint attribute `desc` publishes for `type`; "" when none.
+inline std::string attrOf(const SegmentDesc& desc, TransportType type) {
+    const std::string* attr = desc.getMemory().getTransportAttrs(type);
+    return attr ? *attr : "";
+}
 
 // Sets (or unsets, with nullopt) an environment variable for one scope.
 class ScopedEnv {

@@ -29,10 +29,11 @@ class MpcommTransportFixture : public ::testing::Test {
         peer_sm_ = std::make_shared<SegmentManager>(kPeer, fetcher_);
         fetcher_->add(kLocal, local_sm_);
         fetcher_->add(kPeer, peer_sm_);
+        local_cs_ = std::make_shared<ControlService>(local_sm_);
         topology_ = std::make_shared<Topology>();
-        topology_->nic_list_ = {{"mlx5_0", NIC_RDMA, 0},
-                                {"eth0", NIC_TCP, 0},
-                                {"mlx5_1", NIC_RDMA, 1}};
+        topology_->nic_list_ = {{"mlx5_0", Topology::NIC_RDMA, 0},
+                                {"eth0", Topology::NIC_TCP, 0},
+                                {"mlx5_1", Topology::NIC_RDMA, 1}};
         conf_ = std::make_shared<Config>();
         adapter_ = std::make_shared<MockMpcommAdapter>();
         transport_ = std::make_unique<MpcommTransport>(adapter_);
@@ -43,7 +44,7 @@ class MpcommTransportFixture : public ::testing::Test {
 
     Status install() {
         std::string name = kLocal;
-        return transport_->install(name, local_sm_, topology_, conf_);
+        return transport_->install(name, local_cs_, topology_, conf_);
     }
 
     // What the peer advertises, as its own install() would have.
@@ -51,11 +52,11 @@ class MpcommTransportFixture : public ::testing::Test {
         ASSERT_TRUE(peer_sm_
                         ->updateLocal([&](SegmentDesc& desc) {
                             if (attr.empty()) {
-                                desc.memory.transport_attrs.erase(MPCOMM);
+                                desc.getMemory().transport_attrs.erase(MPCOMM);
                             } else {
-                                desc.memory.transport_attrs[MPCOMM] = attr;
+                                desc.getMemory().transport_attrs[MPCOMM] = attr;
                             }
-                            desc.memory.buffers = buffers;
+                            desc.getMemory().buffers = buffers;
                             return Status::OK();
                         })
                         .ok());
@@ -110,6 +111,8 @@ class MpcommTransportFixture : public ::testing::Test {
     std::shared_ptr<SnapshotFetcher> fetcher_;
     std::shared_ptr<SegmentManager> local_sm_;
     std::shared_ptr<SegmentManager> peer_sm_;
+    // What install() receives; wraps local_sm_ (its RPC server never runs).
+    std::shared_ptr<ControlService> local_cs_;
     std::shared_ptr<Topology> topology_;
     std::shared_ptr<Config> conf_;
     std::shared_ptr<MockMpcommAdapter> adapter_;

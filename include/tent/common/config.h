@@ -44,7 +44,7 @@ class Config {
     // would instantiate the primary template before they are declared.
     std::string get(const std::string& path, const char* default_value) const;
     Json::Value getValue(const std::string& path) const;
-    bool has(const std::string& path) const;
+    bool contains(const std::string& path) const;
 
     void set(const std::string& path, const Json::Value& value);
     template <typename T>

@@ -3,74 +3,81 @@
 // A Status is a code plus a human message. Messages name the bad value or
 // the failed operation (and, for provider failures, the provider's own
 // code) so that a log line alone says how to recover.
+//
+// The code set, the factory and predicate names, message() returning a
+// string_view and CodeToString() follow Mooncake TENT's Status, so that a
+// transport written against this tree compiles unchanged there.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace mooncake::tent {
 
-class Status {
+class Status final {
  public:
-    enum class Code : int {
-        kOK = 0,
-        kInvalidArgument,
-        kTooManyRequests,
-        kAddressNotRegistered,
-        kDeviceNotFound,
-        kInvalidEntry,
-        kRpcServiceError,
-        kMalformedJson,
-        kInternalError,
-        kNotImplemented,
-        kNeedsRefreshCache,
-        kTimeout,
-        kNotFound,
-        kIoError,
-        kUnavailable,
+    // Values follow upstream TENT's numbering; its kCudaError (101) is left
+    // out until this tree has CUDA code that would return it.
+    enum class Code : uint16_t {
+        kOk = 0,
+        kInvalidArgument = 1,
+        kTooManyRequests = 2,
+        kAddressNotRegistered = 3,
+        kDeviceNotFound = 4,
+        kInvalidEntry = 5,
+        kInvalidMetadataType = 6,
+        kNeedsRefreshCache = 7,
+        kRdmaError = 100,
+        kMetadataError = 131,
+        kRpcServiceError = 132,
+        kMalformedJson = 133,
+        kInternalError = 199,
+        kNotImplemented = 200,
     };
 
     Status() = default;
-    Status(Code code, std::string message)
-        : code_(code), message_(std::move(message)) {}
+    // A kOk code ignores `message`, so every OK status compares equal.
+    Status(Code code, std::string_view message)
+        : code_(code), message_(code == Code::kOk ? "" : message) {}
 
     static Status OK() { return Status(); }
-#define TENT_STATUS_FACTORY(name)                       \
-    static Status name(std::string_view msg = "") {     \
-        return Status(Code::k##name, std::string(msg)); \
-    }                                                   \
-    bool Is##name() const { return code_ == Code::k##name; }
-    TENT_STATUS_FACTORY(InvalidArgument)
-    TENT_STATUS_FACTORY(TooManyRequests)
-    TENT_STATUS_FACTORY(AddressNotRegistered)
-    TENT_STATUS_FACTORY(DeviceNotFound)
-    TENT_STATUS_FACTORY(InvalidEntry)
-    TENT_STATUS_FACTORY(RpcServiceError)
-    TENT_STATUS_FACTORY(MalformedJson)
-    TENT_STATUS_FACTORY(InternalError)
-    TENT_STATUS_FACTORY(NotImplemented)
-    TENT_STATUS_FACTORY(NeedsRefreshCache)
-    TENT_STATUS_FACTORY(Timeout)
-    TENT_STATUS_FACTORY(NotFound)
-    TENT_STATUS_FACTORY(IoError)
-    TENT_STATUS_FACTORY(Unavailable)
-#undef TENT_STATUS_FACTORY
+#define TENT_STATUS_CODE(name)                 \
+    static Status name(std::string_view msg) { \
+        return Status(Code::k##name, msg);     \
+    }                                          \
+    [[nodiscard]] bool Is##name() const { return code_ == Code::k##name; }
+    TENT_STATUS_CODE(InvalidArgument)
+    TENT_STATUS_CODE(TooManyRequests)
+    TENT_STATUS_CODE(AddressNotRegistered)
+    TENT_STATUS_CODE(DeviceNotFound)
+    TENT_STATUS_CODE(InvalidEntry)
+    TENT_STATUS_CODE(InvalidMetadataType)
+    TENT_STATUS_CODE(NeedsRefreshCache)
+    TENT_STATUS_CODE(RdmaError)
+    TENT_STATUS_CODE(MetadataError)
+    TENT_STATUS_CODE(RpcServiceError)
+    TENT_STATUS_CODE(MalformedJson)
+    TENT_STATUS_CODE(InternalError)
+    TENT_STATUS_CODE(NotImplemented)
+#undef TENT_STATUS_CODE
 
-    bool ok() const { return code_ == Code::kOK; }
+    [[nodiscard]] bool ok() const { return code_ == Code::kOk; }
     Code code() const { return code_; }
-    const std::string& message() const { return message_; }
-    static const char* CodeName(Code code);
-    // "<CodeName>: <message>", or "OK".
+    std::string_view message() const { return message_; }
+    // "InvalidArgument", "RpcServiceError", ...; "Unknown" outside the set.
+    static std::string_view CodeToString(Code code);
+    // "<code name>: <message>", or "OK".
     std::string ToString() const;
 
     bool operator==(const Status& other) const {
         return code_ == other.code_ && message_ == other.message_;
     }
+    bool operator!=(const Status& other) const { return !(*this == other); }
 
  private:
-    Code code_ = Code::kOK;
+    Code code_ = Code::kOk;
     std::string message_;
 };
 

@@ -1,4 +1,5 @@
-// ControlService: the p2p metadata plane.
+// ControlService: the p2p metadata plane, and what transports receive at
+// install(): segmentManager() is the engine's SegmentManager.
 //
 // Each engine runs one RPC server. A peer that opens our segment by name
 // ("host:port") connects to it and asks for the local segment descriptor.
@@ -25,8 +26,13 @@ class ControlService {
     // Largest request or reply frame accepted, in bytes.
     static constexpr uint32_t kMaxFrameSize = 64u << 20;
 
-    ControlService();
+    // Peers asking for our descriptor are served `manager`'s getLocal().
+    explicit ControlService(std::shared_ptr<SegmentManager> manager);
     ~ControlService();
+    ControlService(const ControlService&) = delete;
+    ControlService& operator=(const ControlService&) = delete;
+
+    SegmentManager& segmentManager() { return *manager_; }
 
     // Binds all interfaces on `port`; 0 takes the first free port in
     // [kPortRangeBegin, kPortRangeEnd]. The error names the port(s).
@@ -34,10 +40,8 @@ class ControlService {
     void stop();
     uint16_t port() const;
 
-    // What GetSegmentDesc answers with; set before peers can ask.
-    void setLocalProvider(std::function<SegmentDescRef()> provider);
-
  private:
+    std::shared_ptr<SegmentManager> manager_;
     std::unique_ptr<RpcServer> server_;
 };
 

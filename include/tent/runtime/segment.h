@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tent/common/status.h"
@@ -28,19 +29,36 @@ struct MemorySegmentDesc {
     // e.g. MPCOMM -> "v1:10.0.0.1:13579", TCP -> "10.0.0.1:40123".
     std::map<int, std::string> transport_attrs;
 
-    // Empty when the transport published nothing.
-    std::string getTransportAttrs(TransportType type) const;
-    // The registered buffer that wholly contains [addr, addr+length), or
-    // nullptr.
-    const BufferDesc* findBuffer(uint64_t addr, uint64_t length) const;
+    // The attribute of `transport_type`, created empty when absent.
+    std::string& getTransportAttrs(int transport_type) {
+        return transport_attrs[transport_type];
+    }
+    // nullptr when the transport published nothing.
+    const std::string* getTransportAttrs(int transport_type) const;
 };
+
+// File segments carry no buffers in this tree; the type exists so that
+// policies can name segment_type "file" and descriptors round-trip.
+struct FileSegmentDesc {};
 
 enum class SegmentType { Memory = 0, File = 1 };
 
 struct SegmentDesc {
     std::string name;
     SegmentType type = SegmentType::Memory;
-    MemorySegmentDesc memory;  // valid for SegmentType::Memory
+    // MemorySegmentDesc when type is Memory, FileSegmentDesc when File.
+    std::variant<MemorySegmentDesc, FileSegmentDesc> detail;
+
+    // Only for SegmentType::Memory (std::bad_variant_access otherwise).
+    const MemorySegmentDesc& getMemory() const {
+        return std::get<MemorySegmentDesc>(detail);
+    }
+    MemorySegmentDesc& getMemory() {
+        return std::get<MemorySegmentDesc>(detail);
+    }
+    // The registered buffer that wholly contains [base, base + length), or
+    // nullptr (always for file segments).
+    const BufferDesc* findBuffer(uint64_t base, uint64_t length) const;
 };
 
 using SegmentDescRef = std::shared_ptr<const SegmentDesc>;

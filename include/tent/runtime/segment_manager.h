@@ -1,6 +1,8 @@
 // SegmentManager: the local segment descriptor and the remote ones we use.
 //
-// Local: getLocal() hands out immutable snapshots (copy-on-write). The only
+// Local: the descriptor starts with the name given to the constructor (the
+// engine renames it with updateLocal() once its RPC port is bound).
+// getLocal() hands out immutable snapshots (copy-on-write). The only
 // way to change the descriptor is updateLocal(mutator), which runs the
 // mutator on a private copy and publishes it only if the mutator succeeds;
 // concurrent updates are serialized, none is lost. synchronizeLocal() makes
@@ -42,8 +44,6 @@ class SegmentManager {
         std::chrono::milliseconds cache_ttl = std::chrono::milliseconds(10000));
     ~SegmentManager();
 
-    const std::string& localName() const { return local_name_; }
-
     SegmentDescRef getLocal() const;
     Status updateLocal(const Mutator& mutator);
     Status synchronizeLocal();
@@ -52,12 +52,11 @@ class SegmentManager {
 
     Status openRemote(SegmentID& handle, const std::string& segment_name);
     Status closeRemote(SegmentID handle);
-    // Name of an open segment; NotFound for unknown ids.
-    Status getRemoteName(SegmentID handle, std::string& name) const;
-    // LOCAL_SEGMENT_ID yields getLocal().
-    Status getRemoteCached(SegmentID handle, SegmentDescRef& desc);
+    // LOCAL_SEGMENT_ID yields getLocal(). The segment's name is the
+    // descriptor's `name`.
+    Status getRemoteCached(SegmentDescRef& desc, SegmentID handle);
     // Always fetches and refreshes the calling thread's cache.
-    Status getRemote(SegmentID handle, SegmentDescRef& desc);
+    Status getRemote(SegmentDescRef& desc, SegmentID handle);
     Status invalidateRemote(SegmentID handle);
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
@@ -69,7 +68,6 @@ class SegmentManager {
     Status findRemote(SegmentID handle,
                       std::shared_ptr<OpenSegment>& seg) const;
 
-    const std::string local_name_;
     std::shared_ptr<SegmentFetcher> fetcher_;
     std::atomic<int64_t> ttl_ms_;
     const uint64_t instance_id_;

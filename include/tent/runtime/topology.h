@@ -14,27 +14,25 @@
 
 namespace mooncake::tent {
 
-enum NicType { NIC_RDMA = 0, NIC_TCP = 1 };
-
-struct NicEntry {
-    std::string name;
-    NicType type = NIC_RDMA;
-    int numa_node = -1;
-};
-
-struct MemEntry {
-    std::string name;  // "cpu:0", "cuda:0"
-    int numa_node = -1;
-};
-
 class Topology {
  public:
+    // Serialized by value; as in upstream TENT, RDMA is 0 and TCP 1.
+    enum NicType { NIC_RDMA = 0, NIC_TCP = 1 };
+
+    struct NicEntry {
+        std::string name;
+        NicType type = NIC_RDMA;
+        int numa_node = -1;
+    };
+
+    struct MemEntry {
+        std::string name;  // "cpu:0", "cuda:0"
+        int numa_node = -1;
+    };
+
     Status discover();
     Json::Value toJson() const;
     Status fromJson(const Json::Value& value);
-
-    // Names of NIC_RDMA entries in discovery order.
-    std::vector<std::string> rdmaNicNames() const;
 
     std::vector<NicEntry> nic_list_;
     std::vector<MemEntry> mem_list_;

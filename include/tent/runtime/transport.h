@@ -15,13 +15,14 @@
 #include "tent/common/config.h"
 #include "tent/common/status.h"
 #include "tent/common/types.h"
+#include "tent/runtime/control_plane.h"
 #include "tent/runtime/segment.h"
-#include "tent/runtime/segment_manager.h"
 #include "tent/runtime/topology.h"
 
 namespace mooncake::tent {
 
-struct TransportCapabilities {
+// What a transport can carry, by where the local and the peer buffer live.
+struct Capabilities {
     bool dram_to_dram = false;
     bool dram_to_gpu = false;
     bool gpu_to_dram = false;
@@ -40,13 +41,15 @@ class Transport {
 
     virtual ~Transport() = default;
 
+    // metadata->segmentManager() is the engine's SegmentManager: where the
+    // transport publishes its endpoint and resolves peers.
     virtual Status install(std::string& local_segment_name,
-                           std::shared_ptr<SegmentManager> metadata,
+                           std::shared_ptr<ControlService> metadata,
                            std::shared_ptr<Topology> local_topology,
                            std::shared_ptr<Config> conf = nullptr);
     virtual Status uninstall();
 
-    const TransportCapabilities& capabilities() const { return caps_; }
+    virtual const Capabilities capabilities() const { return caps; }
 
     virtual Status allocateSubBatch(SubBatchRef& batch, size_t max_size) = 0;
     virtual Status freeSubBatch(SubBatchRef& batch) = 0;
@@ -58,7 +61,6 @@ class Transport {
                                      TransferStatus& status) = 0;
 
     virtual bool supportsCancellation() const { return false; }
-    virtual Status cancelTransferTasks(SubBatchRef batch, int task_id);
 
     // Registers `desc` with this transport; on success the transport
     // appends its type to desc.transports.
@@ -69,16 +71,13 @@ class Transport {
     virtual Status removeMemoryBuffer(BufferDesc& desc);
 
     virtual bool supportNotification() const { return false; }
-    virtual Status sendNotification(SegmentID target,
-                                    const std::string& message);
 
     virtual const char* getName() const = 0;
-    virtual TransportType getType() const = 0;
 
  protected:
     Status unsupported(const char* operation) const;
 
-    TransportCapabilities caps_;
+    Capabilities caps;
 };
 
 // One row per transport compiled into this tree. The engine walks this

@@ -29,12 +29,12 @@ constexpr const char kErrorTag[] = ", error=";
 }  // namespace
 
 Status mpcommProviderError(const std::string& operation, int native_status) {
-    return Status::InternalError("MPComm " + operation + " failed" + kErrorTag +
-                                 std::to_string(native_status));
+    return Status::RdmaError("MPComm " + operation + " failed" + kErrorTag +
+                             std::to_string(native_status));
 }
 
 bool mpcommNativeStatusOf(const Status& status, int& native_status) {
-    const std::string& msg = status.message();
+    const std::string msg(status.message());
     size_t pos = msg.rfind(kErrorTag);
     if (status.ok() || pos == std::string::npos) return false;
     const char* digits = msg.c_str() + pos + sizeof(kErrorTag) - 1;
@@ -295,28 +295,28 @@ class UnavailableMpcommAdapter : public MpcommAdapter {
     bool available() const noexcept override { return false; }
     std::string unavailableReason() const override { return kNotCompiledIn; }
     Status init(const std::string&, const std::string&, int) override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     int tcpPort() const override { return 0; }
     Status startAcceptThread() override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     void stopAcceptThread() override {}
     void shutdown() override {}
     Status registerMemory(void*, size_t) override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     void unregisterMemory(void*) override {}
     Status publishBuffer(void*, size_t, int) override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     void unpublishBuffer(void*) override {}
     Status connect(const std::string&, const std::string&, int) override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     Status queryRemoteBuffer(const std::string&, const std::string&,
                              int) override {
-        return Status::Unavailable(kNotCompiledIn);
+        return Status::NotImplemented(kNotCompiledIn);
     }
     MpcommTransferHandle putAsync(uintptr_t, const std::string&, uintptr_t,
                                   size_t) override {

@@ -83,7 +83,7 @@ Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
     }
     int parsed_port = 0;
     Status st = parseMpcommTcpPort(rest.substr(colon + 1), parsed_port);
-    if (!st.ok()) return invalid(st.message());
+    if (!st.ok()) return invalid(std::string(st.message()));
     addr = host;
     port = parsed_port;
     return Status::OK();

@@ -45,11 +45,14 @@ class GateTicket {
     MpcommCallGate& gate_;
 };
 
-std::string joinNames(const std::vector<std::string>& names) {
+// The RDMA NICs of the topology as MPComm's comma-separated device list.
+std::string rdmaDeviceList(const Topology* topology) {
     std::string out;
-    for (const auto& name : names) {
+    if (topology == nullptr) return out;
+    for (const auto& nic : topology->nic_list_) {
+        if (nic.type != Topology::NIC_RDMA) continue;
         if (!out.empty()) out += ',';
-        out += name;
+        out += nic.name;
     }
     return out;
 }
@@ -72,7 +75,8 @@ Status readPortVariable(const char* name, int& port) {
     if (value == nullptr) return Status::OK();
     Status st = parseMpcommTcpPort(value, port);
     if (!st.ok()) {
-        return Status::InvalidArgument(std::string(name) + ": " + st.message());
+        return Status::InvalidArgument(std::string(name) + ": " +
+                                       std::string(st.message()));
     }
     return Status::OK();
 }
@@ -131,9 +135,9 @@ MpcommTransport::MpcommTransport(std::shared_ptr<MpcommAdapter> adapter)
 
 MpcommTransport::~MpcommTransport() { uninstall(); }
 
-TransportCapabilities MpcommTransport::probeCapabilities(
-    const std::string& modules_path, const Config* conf) {
-    TransportCapabilities caps;
+Capabilities MpcommTransport::probeCapabilities(const std::string& modules_path,
+                                                const Config* conf) {
+    Capabilities caps;
     caps.dram_to_dram = true;
     if (conf != nullptr &&
         conf->get("transports/mpcomm/disable_gpu_direct_rdma", false)) {
@@ -161,7 +165,7 @@ TransportCapabilities MpcommTransport::probeCapabilities(
 }
 
 Status MpcommTransport::install(std::string& local_segment_name,
-                                std::shared_ptr<SegmentManager> metadata,
+                                std::shared_ptr<ControlService> metadata,
                                 std::shared_ptr<Topology> local_topology,
                                 std::shared_ptr<Config> conf) {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
@@ -171,24 +175,22 @@ Status MpcommTransport::install(std::string& local_segment_name,
     }
     if (!metadata) {
         return Status::InvalidArgument(
-            "MpcommTransport: install() needs a SegmentManager");
+            "MpcommTransport: install() needs the engine's ControlService");
     }
     // Validated before the provider is touched: a bad port must not reach
     // MPComm as 0 or as a truncated number.
     MpcommTransportEnv env;
     CHECK_STATUS(MpcommTransportEnv::fromEnvironment(env));
     if (!adapter_) {
-        return Status::Unavailable("MpcommTransport: no MPComm adapter");
+        return Status::InvalidArgument("MpcommTransport: no MPComm adapter");
     }
     if (!adapter_->available()) {
-        return Status::Unavailable(adapter_->unavailableReason());
+        return Status::NotImplemented(adapter_->unavailableReason());
     }
     const std::string& host_id = local_segment_name;
-    std::string devices =
-        env.has_nic_filter
-            ? env.nic_filter
-            : joinNames(local_topology ? local_topology->rdmaNicNames()
-                                       : std::vector<std::string>{});
+    std::string devices = env.has_nic_filter
+                              ? env.nic_filter
+                              : rdmaDeviceList(local_topology.get());
 
     UnwindOnFailure unwind;
     // A failed init() may have opened devices; shutdown() tolerates it.
@@ -205,7 +207,7 @@ Status MpcommTransport::install(std::string& local_segment_name,
     if (!valid.ok()) {
         return Status::InvalidArgument(
             "MpcommTransport: cannot advertise local segment " + host_id +
-            ": " + valid.message());
+            ": " + std::string(valid.message()));
     }
     metadata_ = metadata;
     unwind.add([this] {
@@ -214,7 +216,7 @@ Status MpcommTransport::install(std::string& local_segment_name,
     });
     CHECK_STATUS(publishEndpoint(attr));
 
-    caps_ = probeCapabilities(modules_path_, conf.get());
+    caps = probeCapabilities(modules_path_, conf.get());
     env_ = env;
     local_name_ = host_id;
     installed_ = true;
@@ -255,26 +257,28 @@ void MpcommTransport::teardown() {
     registry_.clear();
     adapter_->stopAcceptThread();
     adapter_->shutdown();
-    caps_ = TransportCapabilities{};
+    caps = Capabilities{};
     installed_ = false;
     metadata_.reset();
 }
 
 Status MpcommTransport::publishEndpoint(const std::string& attr) {
-    CHECK_STATUS(metadata_->updateLocal([&attr](SegmentDesc& desc) {
-        desc.memory.transport_attrs[MPCOMM] = attr;
+    SegmentManager& segments = metadata_->segmentManager();
+    CHECK_STATUS(segments.updateLocal([&attr](SegmentDesc& desc) {
+        std::get<MemorySegmentDesc>(desc.detail).transport_attrs[MPCOMM] = attr;
         return Status::OK();
     }));
-    return metadata_->synchronizeLocal();
+    return segments.synchronizeLocal();
 }
 
 Status MpcommTransport::withdrawEndpoint() {
     if (!metadata_) return Status::OK();
-    CHECK_STATUS(metadata_->updateLocal([](SegmentDesc& desc) {
-        desc.memory.transport_attrs.erase(MPCOMM);
+    SegmentManager& segments = metadata_->segmentManager();
+    CHECK_STATUS(segments.updateLocal([](SegmentDesc& desc) {
+        std::get<MemorySegmentDesc>(desc.detail).transport_attrs.erase(MPCOMM);
         return Status::OK();
     }));
-    return metadata_->synchronizeLocal();
+    return segments.synchronizeLocal();
 }
 
 // --- registration --------------------------------------------------------
@@ -337,35 +341,31 @@ Status MpcommTransport::removeMemoryBuffer(BufferDesc& desc) {
 
 Status MpcommTransport::ensurePeerConnected(SegmentID target,
                                             std::string& host_id) {
-    std::string name;
+    SegmentManager& segments = metadata_->segmentManager();
     SegmentDescRef desc;
-    if (target == LOCAL_SEGMENT_ID) {
-        name = local_name_;
-        desc = metadata_->getLocal();
-    } else {
-        Status st = metadata_->getRemoteName(target, name);
-        if (!st.ok()) {
-            return Status(st.code(), "MpcommTransport: unknown segment id " +
-                                         std::to_string(target) + ": " +
-                                         st.message());
-        }
-        st = metadata_->getRemoteCached(target, desc);
-        if (!st.ok() || !desc) {
-            return Status(st.ok() ? Status::Code::kNotFound : st.code(),
-                          "MpcommTransport: cannot read the descriptor of "
-                          "segment " +
-                              name + ": " + st.message());
-        }
+    Status found = segments.getRemoteCached(desc, target);
+    if (!found.ok() || !desc) {
+        return Status(
+            found.ok() ? Status::Code::kInvalidArgument : found.code(),
+            "MpcommTransport: cannot read the descriptor of "
+            "segment id " +
+                std::to_string(target) + ": " + std::string(found.message()));
     }
-
+    const std::string& name = desc->name;
+    if (desc->type != SegmentType::Memory) {
+        return Status::InvalidArgument("MpcommTransport: segment " + name +
+                                       " is a file segment; MPComm moves "
+                                       "memory only");
+    }
+    const MemorySegmentDesc& memory = desc->getMemory();
     std::string addr;
     int port = 0;
-    const std::string attr = desc->memory.getTransportAttrs(MPCOMM);
-    if (!attr.empty()) {
-        Status st = parseMpcommEndpointAttr(attr, addr, port);
+    const std::string* attr = memory.getTransportAttrs(MPCOMM);
+    if (attr != nullptr && !attr->empty()) {
+        Status st = parseMpcommEndpointAttr(*attr, addr, port);
         if (!st.ok()) {
             return Status::InvalidArgument("MpcommTransport: segment " + name +
-                                           ": " + st.message());
+                                           ": " + std::string(st.message()));
         }
     } else if (env_.remote_tcp_port != 0) {
         addr = hostPartOf(name);
@@ -385,7 +385,7 @@ Status MpcommTransport::ensurePeerConnected(SegmentID target,
     }
 
     std::vector<MpcommBufferRange> published;
-    for (const auto& buffer : desc->memory.buffers) {
+    for (const auto& buffer : memory.buffers) {
         const auto& types = buffer.transports;
         if (std::find(types.begin(), types.end(), MPCOMM) != types.end()) {
             published.push_back({buffer.addr, buffer.length});
@@ -393,8 +393,8 @@ Status MpcommTransport::ensurePeerConnected(SegmentID target,
     }
     Status st = registry_.ensure(name, addr, port, published);
     if (!st.ok()) {
-        return Status(st.code(),
-                      "MpcommTransport: segment " + name + ": " + st.message());
+        return Status(st.code(), "MpcommTransport: segment " + name + ": " +
+                                     std::string(st.message()));
     }
     host_id = name;
     return Status::OK();

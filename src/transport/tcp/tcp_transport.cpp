@@ -55,7 +55,7 @@ TcpTransport::TcpTransport() = default;
 TcpTransport::~TcpTransport() { uninstall(); }
 
 Status TcpTransport::install(std::string& local_segment_name,
-                             std::shared_ptr<SegmentManager> metadata,
+                             std::shared_ptr<ControlService> metadata,
                              std::shared_ptr<Topology> local_topology,
                              std::shared_ptr<Config> conf) {
     if (running_.load()) {
@@ -63,7 +63,8 @@ Status TcpTransport::install(std::string& local_segment_name,
     }
     if (!metadata) {
         return Status::InvalidArgument(
-            "tcp transport needs a SegmentManager to publish its endpoint");
+            "tcp transport needs the engine's ControlService to publish its "
+            "endpoint");
     }
     CHECK_STATUS(readSettings(conf, settings_));
     int fd = -1;
@@ -71,22 +72,23 @@ Status TcpTransport::install(std::string& local_segment_name,
     CHECK_STATUS(tcp_wire::listenAny(0, fd, port));
     std::string endpoint =
         hostOf(local_segment_name) + ":" + std::to_string(port);
-    Status s = metadata->updateLocal([&](SegmentDesc& desc) {
-        desc.memory.transport_attrs[TCP] = endpoint;
+    SegmentManager& segments = metadata->segmentManager();
+    Status s = segments.updateLocal([&](SegmentDesc& desc) {
+        desc.getMemory().transport_attrs[TCP] = endpoint;
         return Status::OK();
     });
-    if (s.ok()) s = metadata->synchronizeLocal();
+    if (s.ok()) s = segments.synchronizeLocal();
     if (!s.ok()) {
         ::close(fd);
         return Status(s.code(), "tcp transport cannot publish its endpoint " +
-                                    endpoint + ": " + s.message());
+                                    endpoint + ": " + std::string(s.message()));
     }
     metadata_ = std::move(metadata);
     listen_fd_ = fd;
     listen_port_ = port;
     endpoint_ = endpoint;
-    caps_ = TransportCapabilities();
-    caps_.dram_to_dram = true;
+    caps = Capabilities();
+    caps.dram_to_dram = true;
     running_.store(true);
     acceptor_ = std::thread(&TcpTransport::acceptLoop, this);
     for (int i = 0; i < settings_.workers; ++i) {
@@ -217,7 +219,7 @@ Status TcpTransport::submitTransferTasks(
     auto* sub = static_cast<TcpSubBatch*>(batch);
     if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
     if (!running_.load()) {
-        return Status::Unavailable("tcp transport is not installed");
+        return Status::InvalidArgument("tcp transport is not installed");
     }
     std::vector<std::shared_ptr<Task>> created;
     {
@@ -238,10 +240,16 @@ Status TcpTransport::submitTransferTasks(
     std::vector<std::shared_ptr<Task>> runnable;
     for (auto& task : created) {
         SegmentDescRef desc;
-        Status s = metadata_->getRemoteCached(task->request.target_id, desc);
-        if (s.ok() && desc) {
+        Status s = metadata_->segmentManager().getRemoteCached(
+            desc, task->request.target_id);
+        if (s.ok() && desc && desc->type != SegmentType::Memory) {
+            s = Status::InvalidArgument("segment " + desc->name +
+                                        " is a file segment");
+        } else if (s.ok() && desc) {
             task->segment = desc->name;
-            task->endpoint = desc->memory.getTransportAttrs(TCP);
+            const std::string* endpoint =
+                desc->getMemory().getTransportAttrs(TCP);
+            task->endpoint = endpoint ? *endpoint : "";
             if (task->endpoint.empty()) {
                 s = Status::InvalidArgument(
                     "segment " + desc->name +

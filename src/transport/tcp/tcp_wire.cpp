@@ -49,12 +49,13 @@ Status waitFor(int fd, short events, int timeout_ms, const char* what) {
         int rc = ::poll(&pfd, 1, timeout_ms);
         if (rc > 0) return Status::OK();
         if (rc == 0) {
-            return Status::Timeout(std::string(what) + " timed out after " +
-                                   std::to_string(timeout_ms) + " ms");
+            return Status::RpcServiceError(std::string(what) +
+                                           " timed out after " +
+                                           std::to_string(timeout_ms) + " ms");
         }
         if (errno != EINTR) {
-            return Status::IoError(std::string(what) +
-                                   " failed: " + std::strerror(errno));
+            return Status::RpcServiceError(std::string(what) +
+                                           " failed: " + std::strerror(errno));
         }
     }
 }
@@ -116,8 +117,8 @@ Status sendAll(int fd, const void* buf, size_t len, int timeout_ms) {
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
                 continue;
-            return Status::IoError(std::string("send failed: ") +
-                                   std::strerror(errno));
+            return Status::RpcServiceError(std::string("send failed: ") +
+                                           std::strerror(errno));
         }
         p += n;
         len -= static_cast<size_t>(n);
@@ -130,12 +131,12 @@ Status recvAll(int fd, void* buf, size_t len, int timeout_ms) {
     while (len > 0) {
         CHECK_STATUS(waitFor(fd, POLLIN, timeout_ms, "recv"));
         ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
-        if (n == 0) return Status::IoError("connection closed by peer");
+        if (n == 0) return Status::RpcServiceError("connection closed by peer");
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
                 continue;
-            return Status::IoError(std::string("recv failed: ") +
-                                   std::strerror(errno));
+            return Status::RpcServiceError(std::string("recv failed: ") +
+                                           std::strerror(errno));
         }
         p += n;
         len -= static_cast<size_t>(n);
@@ -175,16 +176,16 @@ Status connectTo(const std::string& endpoint, int timeout_ms, int& fd_out) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         ::freeaddrinfo(res);
-        return Status::IoError(std::string("socket() failed: ") +
-                               std::strerror(errno));
+        return Status::RpcServiceError(std::string("socket() failed: ") +
+                                       std::strerror(errno));
     }
     rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
     ::freeaddrinfo(res);
     if (rc < 0 && errno != EINPROGRESS) {
         int err = errno;
         ::close(fd);
-        return Status::IoError("connect to " + endpoint +
-                               " failed: " + std::strerror(err));
+        return Status::RpcServiceError("connect to " + endpoint +
+                                       " failed: " + std::strerror(err));
     }
     if (rc < 0) {
         Status s = waitFor(fd, POLLOUT, timeout_ms, "connect");
@@ -193,13 +194,13 @@ Status connectTo(const std::string& endpoint, int timeout_ms, int& fd_out) {
         if (s.ok() &&
             ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len) == 0 &&
             err != 0) {
-            s = Status::IoError(std::string("connect failed: ") +
-                                std::strerror(err));
+            s = Status::RpcServiceError(std::string("connect failed: ") +
+                                        std::strerror(err));
         }
         if (!s.ok()) {
             ::close(fd);
-            return Status(s.code(),
-                          "connect to " + endpoint + ": " + s.message());
+            return Status(s.code(), "connect to " + endpoint + ": " +
+                                        std::string(s.message()));
         }
     }
     int one = 1;
@@ -211,8 +212,8 @@ Status connectTo(const std::string& endpoint, int timeout_ms, int& fd_out) {
 Status listenAny(uint16_t port, int& fd_out, uint16_t& bound_port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        return Status::IoError(std::string("socket() failed: ") +
-                               std::strerror(errno));
+        return Status::RpcServiceError(std::string("socket() failed: ") +
+                                       std::strerror(errno));
     }
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -225,7 +226,7 @@ Status listenAny(uint16_t port, int& fd_out, uint16_t& bound_port) {
         ::listen(fd, 128) < 0) {
         int err = errno;
         ::close(fd);
-        return Status::IoError(
+        return Status::RpcServiceError(
             "cannot listen on 0.0.0.0:" + std::to_string(port) + ": " +
             std::strerror(err));
     }

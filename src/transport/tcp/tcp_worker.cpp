@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
@@ -25,7 +26,7 @@ Status transfer(int fd, TcpTransport::Task& task, int timeout_ms,
     while (done < r.length || (r.length == 0 && done == 0)) {
         if (!running.load()) {
             connection_ok = false;
-            return Status::Unavailable("tcp transport uninstalled");
+            return Status::InternalError("tcp transport uninstalled");
         }
         const uint64_t chunk =
             std::min<uint64_t>(r.length - done, tcp_wire::kMaxChunk);
@@ -114,7 +115,8 @@ void TcpTransport::runTask(Task& task,
     // same endpoint since it was last used). When it fails before any
     // chunk completed, the request is resent once on a fresh connection:
     // resending rewrites or rereads the same bytes, so it is safe.
-    // Timeouts are not retried: a hung peer would only double the wait.
+    // An attempt that already waited out the timeout is not retried: a hung
+    // peer would only double the wait.
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = connections.find(task.endpoint);
         const bool pooled = it != connections.end();
@@ -123,23 +125,25 @@ void TcpTransport::runTask(Task& task,
             s = tcp_wire::connectTo(task.endpoint, settings_.timeout_ms, fd);
             if (s.ok() && !trackSocket(fd)) {
                 ::close(fd);
-                s = Status::Unavailable("tcp transport uninstalled");
+                s = Status::InternalError("tcp transport uninstalled");
             }
             if (!s.ok()) break;
             it = connections.emplace(task.endpoint, fd).first;
         }
         bool connection_ok = false;
+        const auto started = std::chrono::steady_clock::now();
         s = transfer(it->second, task, settings_.timeout_ms, running_,
                      connection_ok);
+        const bool waited_out = std::chrono::steady_clock::now() - started >=
+                                std::chrono::milliseconds(settings_.timeout_ms);
         if (!connection_ok) {
             // Out of step or dead: the next task to this peer dials afresh.
             untrackSocket(it->second);
             ::close(it->second);
             connections.erase(it);
         }
-        const bool retry = !s.ok() && pooled && !connection_ok &&
-                           !s.IsTimeout() && running_.load() &&
-                           task.transferred.load() == 0;
+        const bool retry = !s.ok() && pooled && !connection_ok && !waited_out &&
+                           running_.load() && task.transferred.load() == 0;
         if (!retry) break;
     }
     if (!s.ok()) {

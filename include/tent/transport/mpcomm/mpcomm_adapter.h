@@ -140,7 +140,8 @@ class MpcommAdapter {
 // stub (available() false; every Status call fails naming the build option).
 std::shared_ptr<MpcommAdapter> createDefaultMpcommAdapter();
 
-// "MPComm <operation> failed, error=<native_status>" as an InternalError.
+// "MPComm <operation> failed, error=<native_status>" as an RdmaError (the
+// provider is an RDMA library; upstream TENT reports verbs failures so).
 Status mpcommProviderError(const std::string& operation, int native_status);
 // Reads the native code from a Status built by mpcommProviderError();
 // false when the Status carries none.

@@ -67,7 +67,7 @@ class MpcommTransport : public Transport {
     ~MpcommTransport() override;
 
     Status install(std::string& local_segment_name,
-                   std::shared_ptr<SegmentManager> metadata,
+                   std::shared_ptr<ControlService> metadata,
                    std::shared_ptr<Topology> local_topology,
                    std::shared_ptr<Config> conf = nullptr) override;
     Status uninstall() override;
@@ -89,7 +89,6 @@ class MpcommTransport : public Transport {
     bool supportNotification() const override { return false; }
 
     const char* getName() const override { return "mpcomm"; }
-    TransportType getType() const override { return MPCOMM; }
 
     // Where install() looks for nvidia_peermem (tests point it at a file).
     void setModulesPath(std::string path) { modules_path_ = std::move(path); }
@@ -98,8 +97,8 @@ class MpcommTransport : public Transport {
 
  private:
     // The single place that decides what this transport can carry.
-    static TransportCapabilities probeCapabilities(
-        const std::string& modules_path, const Config* conf);
+    static Capabilities probeCapabilities(const std::string& modules_path,
+                                          const Config* conf);
     // SegmentID -> connected peer with current keys; host_id is its name.
     Status ensurePeerConnected(SegmentID target, std::string& host_id);
     Status publishEndpoint(const std::string& attr);
@@ -118,7 +117,7 @@ class MpcommTransport : public Transport {
     std::atomic<uint64_t> generation_{0};
     MpcommTransportEnv env_;
     std::string local_name_;
-    std::shared_ptr<SegmentManager> metadata_;
+    std::shared_ptr<ControlService> metadata_;
 
     std::mutex buffers_mu_;
     std::map<uint64_t, uint64_t> registered_;  // addr -> length

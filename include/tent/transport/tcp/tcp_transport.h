@@ -35,7 +35,7 @@ class TcpTransport : public Transport {
     ~TcpTransport() override;
 
     Status install(std::string& local_segment_name,
-                   std::shared_ptr<SegmentManager> metadata,
+                   std::shared_ptr<ControlService> metadata,
                    std::shared_ptr<Topology> local_topology,
                    std::shared_ptr<Config> conf = nullptr) override;
     Status uninstall() override;
@@ -52,7 +52,6 @@ class TcpTransport : public Transport {
     Status removeMemoryBuffer(BufferDesc& desc) override;
 
     const char* getName() const override { return "tcp"; }
-    TransportType getType() const override { return TCP; }
 
     // The endpoint published in transport_attrs[TCP]; empty before install.
     std::string endpoint() const { return endpoint_; }
@@ -79,7 +78,7 @@ class TcpTransport : public Transport {
     void failQueued();
 
     Settings settings_;
-    std::shared_ptr<SegmentManager> metadata_;
+    std::shared_ptr<ControlService> metadata_;
     std::string endpoint_;
     uint16_t listen_port_ = 0;
     int listen_fd_ = -1;
