@@ -134,6 +134,7 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
     }
     Status s = segments_->updateLocal([&](SegmentDesc& seg) {
         seg.getMemory().buffers.push_back(desc);
+        ++seg.registration_epoch;
         return Status::OK();
     });
     if (s.ok()) s = segments_->synchronizeLocal();
@@ -197,6 +198,7 @@ Status TransferEngineImpl::unregisterOne(void* addr, size_t size) {
             std::remove_if(buffers.begin(), buffers.end(),
                            [&](const BufferDesc& b) { return b.addr == base; }),
             buffers.end());
+        ++seg.registration_epoch;
         return Status::OK();
     });
     if (s.ok()) s = segments_->synchronizeLocal();

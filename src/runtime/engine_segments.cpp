@@ -9,7 +9,11 @@ Status TransferEngineImpl::openSegment(SegmentID& handle,
     if (segment_name.empty()) {
         return Status::InvalidArgument("openSegment: segment name is empty");
     }
-    return segments_->openRemote(handle, segment_name);
+    CHECK_STATUS(segments_->openRemote(handle, segment_name));
+    for (const Loaded& loaded : transports_) {
+        loaded.transport->warmupSegment(handle);
+    }
+    return Status::OK();
 }
 
 Status TransferEngineImpl::closeSegment(SegmentID handle) {

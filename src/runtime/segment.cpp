@@ -32,6 +32,10 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
     Json::Value root(Json::objectValue);
     root["name"] = desc.name;
     root["type"] = desc.type == SegmentType::File ? "file" : "memory";
+    root["incarnation"] =
+        Json::Value(static_cast<Json::UInt64>(desc.incarnation));
+    root["registration_epoch"] =
+        Json::Value(static_cast<Json::UInt64>(desc.registration_epoch));
     if (desc.type != SegmentType::Memory) return root;
     const MemorySegmentDesc& memory = desc.getMemory();
     Json::Value buffers(Json::arrayValue);
@@ -136,6 +140,16 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
                 toCompactJson(type));
         }
     }
+    for (const char* field : {"incarnation", "registration_epoch"}) {
+        if (!value.isMember(field)) continue;
+        if (!isUnsigned(value[field])) {
+            return Status::InvalidEntry(
+                std::string("segment descriptor field ") + field +
+                " is not an unsigned integer");
+        }
+    }
+    parsed.incarnation = value.get("incarnation", 0).asUInt64();
+    parsed.registration_epoch = value.get("registration_epoch", 0).asUInt64();
     if (parsed.type == SegmentType::File) {
         desc = std::move(parsed);
         return Status::OK();

@@ -1,6 +1,9 @@
 #include "tent/runtime/segment_manager.h"
 
+#include <unistd.h>
+
 #include <map>
+#include <random>
 #include <utility>
 
 namespace mooncake::tent {
@@ -54,6 +57,17 @@ void pruneThreadCache(ThreadCache& cache) {
     }
 }
 
+// Random, so that a process restarted under the same name and port is
+// recognised by its peers; never 0, which reads as "unknown".
+uint64_t drawIncarnation() {
+    std::random_device device;
+    std::mt19937_64 engine((uint64_t(device()) << 32) ^ device() ^
+                           uint64_t(::getpid()));
+    uint64_t value = 0;
+    while (value == 0) value = engine();
+    return value;
+}
+
 Status unknownSegment(SegmentID handle) {
     return Status::InvalidArgument("unknown segment id " +
                                    std::to_string(handle));
@@ -68,6 +82,7 @@ SegmentManager::SegmentManager(std::string local_segment_name,
       ttl_ms_(cache_ttl.count()),
       instance_id_(g_next_instance_id.fetch_add(1)) {
     auto initial = std::make_shared<SegmentDesc>();
+    initial->incarnation = drawIncarnation();
     initial->name = std::move(local_segment_name);
     initial->type = SegmentType::Memory;
     local_ = std::move(initial);

@@ -75,11 +75,21 @@ class MockMpcommAdapter : public MpcommAdapter {
                 int tcp_port) override {
         ++init_calls;
         std::lock_guard<std::mutex> lock(mu_);
+        // The real adapter's rule: once per instance until shutdown().
+        if (initialised_ && !shut_down_) {
+            return Status::InvalidArgument(
+                "MPComm init called twice for host " + host_id);
+        }
+        if (shut_down_) {
+            shut_down_ = false;
+            ++instance_;  // handles of the old instance stay dead
+        }
         init_host_ = host_id;
         init_devices_ = devices;
         init_port_ = tcp_port;
         events_.push_back("init");
         if (init_error != 0) return mpcommProviderError("init", init_error);
+        initialised_ = true;
         return Status::OK();
     }
     int tcpPort() const override {
@@ -262,6 +272,7 @@ class MockMpcommAdapter : public MpcommAdapter {
 
  private:
     struct State {
+        int instance = 0;
         bool complete = false;
         MpcommTransferOutcome outcome;
         int releases = 0;
@@ -285,6 +296,7 @@ class MockMpcommAdapter : public MpcommAdapter {
         issue_failures.store(0);
         MpcommTransferHandle handle = next_handle_++;
         State& state = transfers_[handle];
+        state.instance = instance_;
         if (auto_complete) {
             state.complete = true;
             state.outcome = {true, length, 0};
@@ -297,7 +309,8 @@ class MockMpcommAdapter : public MpcommAdapter {
     // otherwise.
     State* liveLocked(MpcommTransferHandle handle) {
         auto it = transfers_.find(handle);
-        if (shut_down_ || it == transfers_.end() || it->second.releases > 0) {
+        if (shut_down_ || it == transfers_.end() || it->second.releases > 0 ||
+            it->second.instance != instance_) {
             ++misuse;
             return nullptr;
         }
@@ -308,7 +321,9 @@ class MockMpcommAdapter : public MpcommAdapter {
     std::condition_variable cv_;
     std::string init_host_, init_devices_;
     int init_port_ = 0;
+    bool initialised_ = false;
     bool shut_down_ = false;
+    int instance_ = 0;
     int connects_entered_ = 0;
     MpcommTransferHandle next_handle_ = 1;
     std::map<MpcommTransferHandle, State> transfers_;

@@ -169,16 +169,17 @@ TEST_F(MpcommDataPath, KeysAreRefetchedWhenThePeerRegistersMoreMemory) {
     release(b);
 }
 
-TEST_F(MpcommDataPath, BuffersNotListingMpcommDoNotTriggerARefresh) {
+TEST_F(MpcommDataPath, TheBufferListIsNeverReadOnlyTheEpochIs) {
     ASSERT_TRUE(install().ok());
     SegmentID peer = openPeer();
     auto a = submit({request(Request::WRITE, peer, 64)});
-    BufferDesc tcp_only;
-    tcp_only.addr = 0x90000;
-    tcp_only.length = 0x1000;
-    tcp_only.transports = {TCP};
-    publishPeer("v1:10.0.0.2:14000",
-                {mpcommBuffer(kPeerBuffer, kPeerBufferLength), tcp_only});
+    // A list that changed without its epoch: nothing walks the list, so
+    // nothing notices (the peer's engine never publishes such a list).
+    std::vector<BufferDesc> many;
+    for (uint64_t i = 0; i < 1024; ++i) {
+        many.push_back(mpcommBuffer(0x100000 + i * 0x1000, 0x1000));
+    }
+    publishPeer("v1:10.0.0.2:14000", many, /*new_epoch=*/false);
     ASSERT_TRUE(local_sm_->invalidateRemote(peer).ok());
     auto b = submit({request(Request::WRITE, peer, 64)});
     EXPECT_EQ(adapter_->query_calls, 1);

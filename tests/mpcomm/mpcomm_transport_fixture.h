@@ -47,10 +47,14 @@ class MpcommTransportFixture : public ::testing::Test {
         return transport_->install(name, local_cs_, topology_, conf_);
     }
 
-    // What the peer advertises, as its own install() would have.
-    void publishPeer(const std::string& attr, std::vector<BufferDesc> buffers) {
+    // What the peer advertises, as its own install() would have. Its
+    // engine advances the registration epoch with every (un)registration;
+    // `new_epoch` false publishes a list without that.
+    void publishPeer(const std::string& attr, std::vector<BufferDesc> buffers,
+                     bool new_epoch = true) {
         ASSERT_TRUE(peer_sm_
                         ->updateLocal([&](SegmentDesc& desc) {
+                            if (new_epoch) ++desc.registration_epoch;
                             if (attr.empty()) {
                                 desc.getMemory().transport_attrs.erase(MPCOMM);
                             } else {

@@ -46,6 +46,13 @@ enum class SegmentType { Memory = 0, File = 1 };
 struct SegmentDesc {
     std::string name;
     SegmentType type = SegmentType::Memory;
+    // Who publishes this descriptor, so that a peer keyed by name can tell
+    // a new process (the incarnation, drawn at random once per process; 0
+    // means unknown) from memory registered again (registration_epoch,
+    // advanced by every register and unregister) with two compares, never
+    // a walk over `buffers`.
+    uint64_t incarnation = 0;
+    uint64_t registration_epoch = 0;
     // MemorySegmentDesc when type is Memory, FileSegmentDesc when File.
     std::variant<MemorySegmentDesc, FileSegmentDesc> detail;
 

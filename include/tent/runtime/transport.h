@@ -72,6 +72,12 @@ class Transport {
 
     virtual bool supportNotification() const { return false; }
 
+    // Called by the engine once openSegment() has resolved `handle`. A
+    // transport may start what the first transfer to that segment would
+    // otherwise wait for (a handshake) in the background; it must not
+    // block and cannot fail the open.
+    virtual void warmupSegment(SegmentID handle) {}
+
     virtual const char* getName() const = 0;
 
  protected:

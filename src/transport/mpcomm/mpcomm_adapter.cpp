@@ -68,9 +68,19 @@ class LibMpcommAdapter : public MpcommAdapter {
 
     Status init(const std::string& host_id, const std::string& device_names,
                 int tcp_port) override {
-        if (comm_) {
+        if (live()) {
             return Status::InvalidArgument(
                 "MPComm init called twice for host " + host_id);
+        }
+        // After shutdown() a new instance: MPComm objects are not
+        // re-initialised in place. Dropping the old one releases what its
+        // shutdown() left (a real libmpcomm's dead connection records).
+        if (comm_) {
+            comm_.reset();
+            shut_down_ = false;
+            accepting_ = false;
+            std::lock_guard<std::mutex> lock(remote_mu_);
+            remote_buffers_.clear();
         }
         auto comm = std::make_unique<mpcomm::MPComm>();
         int rc = comm->init(host_id, device_names, tcp_port);

@@ -1,184 +1,104 @@
+// The MPComm peer cache: single-flight handshakes on their own threads,
+// bounded waits, restart and re-registration by two compares. The rules are
+// in mpcomm_peer_registry.h.
 #include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <cctype>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
 namespace mooncake::tent {
 
+struct MpcommPeerFlight {
+    explicit MpcommPeerFlight(std::string host) : host_id(std::move(host)) {}
+    const std::string host_id;
+    bool done = false;  // guarded by Shared::mu, like the fields below
+    Status result;
+    size_t waiters = 0;
+};
+
+// Outlives the registry while flights run: each flight thread holds it.
+struct MpcommPeerRegistry::Shared {
+    struct Peer {
+        MpcommPeerState state = MpcommPeerState::CONNECTING;
+        std::string addr;  // the endpoint connected (or being connected)
+        int port = 0;
+        uint64_t incarnation = 0;
+        bool connected = false;  // connect() succeeded for `incarnation`
+        bool keys_valid = false;
+        uint64_t keys_epoch =
+            0;  // the registration epoch keys were fetched for
+        std::shared_ptr<MpcommPeerFlight> flight;  // null when idle
+    };
+
+    std::shared_ptr<MpcommAdapter> adapter;
+    mutable std::mutex mu;
+    std::condition_variable progress;  // a flight finished
+    std::unordered_map<std::string, Peer> peers;
+    std::list<std::shared_ptr<MpcommPeerFlight>> running;
+    std::vector<std::function<void()>> when_idle;
+
+    // Starts `flight` for `peer`; the caller holds `mu`.
+    void launch(const std::shared_ptr<Shared>& self, Peer& peer,
+                const std::shared_ptr<MpcommPeerFlight>& flight,
+                bool need_connect, uint64_t epoch);
+    void run(const std::shared_ptr<MpcommPeerFlight>& flight, std::string addr,
+             int port, bool need_connect, uint64_t epoch);
+};
+
 namespace {
 
-constexpr const char kPortRule[] = "expected a decimal integer in 1..65535";
-
-bool isVersionToken(const std::string& token) {
-    if (token.size() < 2 || token[0] != 'v') return false;
-    return std::all_of(token.begin() + 1, token.end(),
-                       [](unsigned char c) { return std::isdigit(c); });
-}
-
-bool isHostChar(unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '-' || c == '_';
+std::string endpointOf(const std::string& addr, int port) {
+    return addr + ":" + std::to_string(port);
 }
 
 }  // namespace
 
-Status parseMpcommTcpPort(const std::string& text, int& port) {
-    if (text.empty()) {
-        return Status::InvalidArgument(
-            std::string("invalid MPComm TCP port '': ") + kPortRule);
-    }
-    long value = 0;
-    for (unsigned char c : text) {
-        if (!std::isdigit(c)) {
-            return Status::InvalidArgument("invalid MPComm TCP port '" + text +
-                                           "': " + kPortRule);
-        }
-        value = value * 10 + (c - '0');
-        // Stop before overflow; anything this large is out of range.
-        if (value > 65535) break;
-    }
-    if (value < 1 || value > 65535) {
-        return Status::InvalidArgument("invalid MPComm TCP port '" + text +
-                                       "': " + kPortRule);
-    }
-    port = static_cast<int>(value);
-    return Status::OK();
-}
-
-Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
-                               int& port) {
-    auto invalid = [&attr](const std::string& why) {
-        return Status::InvalidArgument("invalid MPComm endpoint attribute '" +
-                                       attr + "': " + why);
-    };
-    if (attr.empty()) return invalid("empty, expected [v1:]<host>:<port>");
-    if (attr.find_first_of("[]") != std::string::npos) {
-        return invalid("IPv6 literals are not supported, only IPv4");
-    }
-    size_t colons = std::count(attr.begin(), attr.end(), ':');
-    if (colons == 0) return invalid("missing ':<port>'");
-    std::string rest = attr;
-    if (colons >= 2) {
-        std::string first = attr.substr(0, attr.find(':'));
-        if (!isVersionToken(first)) {
-            return invalid("IPv6 literals are not supported, only IPv4");
-        }
-        if (first != "v1") {
-            return invalid("unsupported version '" + first +
-                           "' (this build reads v1)");
-        }
-        rest = attr.substr(first.size() + 1);
-        if (colons > 2) {
-            return invalid("IPv6 literals are not supported, only IPv4");
-        }
-    }
-    size_t colon = rest.find(':');
-    std::string host = rest.substr(0, colon);
-    if (host.empty()) return invalid("empty host");
-    for (unsigned char c : host) {
-        if (!isHostChar(c)) {
-            return invalid("bad character in host '" + host + "'");
-        }
-    }
-    int parsed_port = 0;
-    Status st = parseMpcommTcpPort(rest.substr(colon + 1), parsed_port);
-    if (!st.ok()) return invalid(std::string(st.message()));
-    addr = host;
-    port = parsed_port;
-    return Status::OK();
-}
-
-std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
-                                    int tcp_port) {
-    size_t colon = local_segment_name.rfind(':');
-    std::string host = colon == std::string::npos
-                           ? local_segment_name
-                           : local_segment_name.substr(0, colon);
-    return "v1:" + host + ":" + std::to_string(tcp_port);
-}
-
-const char* mpcommPeerStateName(MpcommPeerState state) {
-    switch (state) {
-        case MpcommPeerState::CONNECTING:
-            return "CONNECTING";
-        case MpcommPeerState::CONNECTED_NO_KEYS:
-            return "CONNECTED_NO_KEYS";
-        case MpcommPeerState::READY:
-            return "READY";
-    }
-    return "UNKNOWN";
-}
-
-MpcommPeerRegistry::MpcommPeerRegistry(std::shared_ptr<MpcommAdapter> adapter)
-    : adapter_(std::move(adapter)) {}
-
-bool MpcommPeerRegistry::covers(
-    const std::vector<MpcommBufferRange>& keys,
-    const std::vector<MpcommBufferRange>& published) {
-    for (const auto& range : published) {
-        bool covered = std::any_of(
-            keys.begin(), keys.end(), [&range](const MpcommBufferRange& k) {
-                return k.addr <= range.addr &&
-                       range.addr + range.length <= k.addr + k.length;
-            });
-        if (!covered) return false;
-    }
-    return true;
-}
-
-Status MpcommPeerRegistry::ensure(
-    const std::string& host_id, const std::string& tcp_addr, int tcp_port,
-    const std::vector<MpcommBufferRange>& published) {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-        auto it = peers_.find(host_id);
-        if (it == peers_.end()) {
-            Peer& peer = peers_[host_id];
-            peer.addr = tcp_addr;
-            peer.port = tcp_port;
-            return runFlight(lock, host_id, true, published);
-        }
-        Peer& peer = it->second;
-        // Current keys serve this caller even while a refresh runs.
-        if (peer.state == MpcommPeerState::READY &&
-            covers(peer.covered, published)) {
-            return Status::OK();
-        }
-        if (peer.flight) {
-            std::shared_ptr<Flight> flight = peer.flight;
-            ++flight->waiters;
-            flight_done_.wait(lock, [&flight] { return flight->done; });
-            --flight->waiters;
-            if (!flight->result.ok()) return flight->result;
-            continue;  // re-check coverage against the fresh keys
-        }
-        return runFlight(lock, host_id, false, published);
-    }
-}
-
-Status MpcommPeerRegistry::runFlight(
-    std::unique_lock<std::mutex>& lock, const std::string& host_id,
-    bool need_connect, const std::vector<MpcommBufferRange>& published) {
-    auto flight = std::make_shared<Flight>();
-    Peer& peer = peers_[host_id];
+void MpcommPeerRegistry::Shared::launch(
+    const std::shared_ptr<Shared>& self, Peer& peer,
+    const std::shared_ptr<MpcommPeerFlight>& flight, bool need_connect,
+    uint64_t epoch) {
     peer.flight = flight;
-    const std::string addr = peer.addr;
-    const int port = peer.port;
-    lock.unlock();
+    running.push_back(flight);
+    std::string addr = peer.addr;
+    int port = peer.port;
+    try {
+        // Detached: a provider call may never return, and nobody may be
+        // made to wait for it beyond their own deadline.
+        std::thread([self, flight, addr, port, need_connect, epoch] {
+            self->run(flight, addr, port, need_connect, epoch);
+        }).detach();
+    } catch (const std::system_error& e) {
+        running.remove(flight);
+        peer.flight.reset();
+        flight->result = Status::InternalError(
+            "cannot start an MPComm handshake thread for " + flight->host_id +
+            ": " + e.what());
+        flight->done = true;
+    }
+}
 
-    // The adapter is called without the lock: a handshake has no timeout,
-    // and other peers must not wait for this one.
+void MpcommPeerRegistry::Shared::run(
+    const std::shared_ptr<MpcommPeerFlight>& flight, std::string addr, int port,
+    bool need_connect, uint64_t epoch) {
+    const std::string& host_id = flight->host_id;
     Status connect_status;
     if (need_connect) {
-        connect_status = adapter_->connect(host_id, addr, port);
+        connect_status = adapter->connect(host_id, addr, port);
         if (connect_status.ok()) {
             LOG(INFO) << "MpcommTransport: Connected to segment " << host_id;
         }
     }
     Status query_status;
     if (connect_status.ok()) {
-        query_status = adapter_->queryRemoteBuffer(host_id, addr, port);
+        query_status = adapter->queryRemoteBuffer(host_id, addr, port);
         if (!query_status.ok()) {
             int native = 0;
             std::string code = mpcommNativeStatusOf(query_status, native)
@@ -190,59 +110,205 @@ Status MpcommPeerRegistry::runFlight(
         }
     }
 
-    lock.lock();
-    Status result = connect_status.ok() ? query_status : connect_status;
-    auto it = peers_.find(host_id);
-    if (it != peers_.end() && it->second.flight == flight) {
-        Peer& entry = it->second;
-        entry.flight.reset();
-        if (!connect_status.ok()) {
-            // Never connected: nothing to keep, the next call retries the
-            // whole handshake.
-            peers_.erase(it);
-        } else if (!query_status.ok()) {
-            entry.state = MpcommPeerState::CONNECTED_NO_KEYS;
-            entry.covered.clear();
-        } else {
-            entry.state = MpcommPeerState::READY;
-            entry.covered = published;
+    std::vector<std::function<void()>> idle_work;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        auto it = peers.find(host_id);
+        // The outcome belongs to the entry that started this flight, even
+        // when every waiter gave up; a drained or replaced entry is not it.
+        if (it != peers.end() && it->second.flight == flight) {
+            Peer& peer = it->second;
+            peer.flight.reset();
+            if (!connect_status.ok()) {
+                peers.erase(it);  // never established: nothing to keep
+            } else if (!query_status.ok()) {
+                peer.connected = true;
+                peer.state = MpcommPeerState::CONNECTED_NO_KEYS;
+                peer.keys_valid = false;
+            } else {
+                peer.connected = true;
+                peer.state = MpcommPeerState::READY;
+                peer.keys_valid = true;
+                peer.keys_epoch = epoch;
+            }
         }
+        flight->result = connect_status.ok() ? query_status : connect_status;
+        flight->done = true;
+        running.remove(flight);
+        if (running.empty()) idle_work.swap(when_idle);
+        progress.notify_all();
     }
-    flight->result = result;
-    flight->done = true;
-    flight_done_.notify_all();
-    return result;
+    for (auto& work : idle_work) work();
 }
 
-void MpcommPeerRegistry::clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    peers_.clear();
+MpcommPeerRegistry::MpcommPeerRegistry(std::shared_ptr<MpcommAdapter> adapter)
+    : shared_(std::make_shared<Shared>()) {
+    shared_->adapter = std::move(adapter);
+}
+
+MpcommPeerRegistry::~MpcommPeerRegistry() = default;
+
+MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
+    const MpcommPeerView& view, Ticket& ticket, Status& error) {
+    Shared& s = *shared_;
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (ticket.flight_) {
+        if (!ticket.flight_->done) return Progress::kWaiting;
+        std::shared_ptr<MpcommPeerFlight> flight = std::move(ticket.flight_);
+        if (!flight->result.ok()) {
+            error = flight->result;
+            return Progress::kFailed;
+        }
+        // Succeeded: look again, the peer may have moved on meanwhile.
+    }
+    auto it = s.peers.find(view.host_id);
+    if (it == s.peers.end()) {
+        Shared::Peer& peer = s.peers[view.host_id];
+        peer.addr = view.addr;
+        peer.port = view.port;
+        peer.incarnation = view.incarnation;
+        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
+        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
+        return Progress::kWaiting;
+    }
+    Shared::Peer& peer = it->second;
+    if (peer.flight) {
+        ticket.flight_ = peer.flight;
+        return Progress::kWaiting;
+    }
+    if (view.incarnation != 0 && peer.incarnation != 0 &&
+        view.incarnation != peer.incarnation) {
+        LOG(INFO) << "MpcommTransport: segment " << view.host_id
+                  << " restarted (incarnation " << std::hex << peer.incarnation
+                  << " -> " << view.incarnation << std::dec
+                  << "); reconnecting to " << endpointOf(view.addr, view.port);
+        peer.state = MpcommPeerState::CONNECTING;
+        peer.addr = view.addr;
+        peer.port = view.port;
+        peer.incarnation = view.incarnation;
+        peer.connected = false;
+        peer.keys_valid = false;
+        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
+        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
+        return Progress::kWaiting;
+    }
+    if (peer.incarnation == 0) peer.incarnation = view.incarnation;
+    if (!peer.connected) {
+        // Only when a handshake thread could not be started.
+        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
+        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
+        return Progress::kWaiting;
+    }
+    if (peer.state == MpcommPeerState::READY && peer.keys_valid &&
+        view.registration_epoch <= peer.keys_epoch) {
+        return Progress::kReady;
+    }
+    ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
+    s.launch(shared_, peer, ticket.flight_, false, view.registration_epoch);
+    return Progress::kWaiting;
+}
+
+bool MpcommPeerRegistry::waitForAny(const std::vector<Ticket*>& tickets,
+                                    Clock::time_point deadline) {
+    Shared& s = *shared_;
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto any_done = [&tickets] {
+        for (const Ticket* t : tickets) {
+            if (!t->flight_ || t->flight_->done) return true;
+        }
+        return false;
+    };
+    if (any_done()) return true;
+    for (Ticket* t : tickets) ++t->flight_->waiters;
+    bool done = s.progress.wait_until(lock, deadline, any_done);
+    for (Ticket* t : tickets) --t->flight_->waiters;
+    return done;
+}
+
+Status MpcommPeerRegistry::handshakeTimeout(const MpcommPeerView& peer,
+                                            int64_t timeout_ms) {
+    return Status::RpcServiceError(
+        "MPComm handshake with " + peer.host_id + " at " +
+        endpointOf(peer.addr, peer.port) +
+        " did not finish within transports/mpcomm/connect_timeout_ms=" +
+        std::to_string(timeout_ms));
+}
+
+Status MpcommPeerRegistry::ensure(const MpcommPeerView& peer,
+                                  Clock::time_point deadline,
+                                  int64_t timeout_ms) {
+    Ticket ticket;
+    for (;;) {
+        Status error;
+        switch (poll(peer, ticket, error)) {
+            case Progress::kReady:
+                return Status::OK();
+            case Progress::kFailed:
+                return error;
+            case Progress::kWaiting:
+                break;
+        }
+        if (!waitForAny({&ticket}, deadline)) {
+            return handshakeTimeout(peer, timeout_ms);
+        }
+    }
+}
+
+std::vector<std::string> MpcommPeerRegistry::drain(Clock::time_point deadline) {
+    Shared& s = *shared_;
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.peers.clear();
+    s.progress.wait_until(lock, deadline, [&s] { return s.running.empty(); });
+    std::vector<std::string> stuck;
+    for (const auto& flight : s.running) stuck.push_back(flight->host_id);
+    return stuck;
+}
+
+void MpcommPeerRegistry::runWhenIdle(std::function<void()> fn) {
+    {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        if (!shared_->running.empty()) {
+            shared_->when_idle.push_back(std::move(fn));
+            return;
+        }
+    }
+    fn();
+}
+
+bool MpcommPeerRegistry::idle() const {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    return shared_->running.empty();
 }
 
 size_t MpcommPeerRegistry::size() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return peers_.size();
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    return shared_->peers.size();
 }
 
 bool MpcommPeerRegistry::contains(const std::string& host_id) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return peers_.count(host_id) != 0;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    return shared_->peers.count(host_id) != 0;
 }
 
 bool MpcommPeerRegistry::stateOf(const std::string& host_id,
                                  MpcommPeerState& state) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = peers_.find(host_id);
-    if (it == peers_.end()) return false;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    auto it = shared_->peers.find(host_id);
+    if (it == shared_->peers.end()) return false;
     state = it->second.state;
     return true;
 }
 
 size_t MpcommPeerRegistry::waiters(const std::string& host_id) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = peers_.find(host_id);
-    if (it == peers_.end() || !it->second.flight) return 0;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    auto it = shared_->peers.find(host_id);
+    if (it == shared_->peers.end() || !it->second.flight) return 0;
     return it->second.flight->waiters;
+}
+
+size_t MpcommPeerRegistry::flightsRunning() const {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    return shared_->running.size();
 }
 
 }  // namespace mooncake::tent

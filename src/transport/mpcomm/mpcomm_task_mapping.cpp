@@ -23,40 +23,46 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
     return adapter.getAsync(local, host_id, remote, request.length);
 }
 
-void pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
-    if (task.status_word.load(std::memory_order_acquire) != PENDING) return;
+bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
+    if (task.status_word.load(std::memory_order_acquire) != PENDING) {
+        return false;
+    }
     // Take the handle before asking about it: a handle is touched by one
     // thread at a time, so no poller can ask about a handle that another
     // has just released. A poller that finds none returns; the task is
     // still PENDING from its point of view.
     MpcommTransferHandle handle = task.mpcomm_handle.exchange(
         kInvalidMpcommTransferHandle, std::memory_order_acq_rel);
-    if (handle == kInvalidMpcommTransferHandle) return;
+    if (handle == kInvalidMpcommTransferHandle) return false;
     if (!adapter.isTransferComplete(handle)) {
         task.mpcomm_handle.store(handle, std::memory_order_release);
-        return;
+        return false;
     }
     MpcommTransferOutcome outcome = adapter.getTransferResult(handle);
     adapter.releaseTransfer(handle);
 
     TransferStatusEnum final_status = COMPLETED;
+    size_t transferred = task.request.length;
     if (!outcome.ok) {
         LOG(WARNING) << "MpcommTransport: " << opName(task.request) << " of "
                      << task.request.length << " bytes to remote address 0x"
                      << std::hex << task.request.target_offset << std::dec
                      << " failed, error=" << outcome.native_status;
         final_status = FAILED;
-    } else if (outcome.bytes_transferred != task.request.length) {
-        // Success with a short count is not trusted.
+        transferred = outcome.bytes_transferred;
+    } else if (outcome.bytes_transferred < task.request.length) {
+        // MPComm counts bytes posted, so a count at or above the length is
+        // a whole transfer; only a short one is not trusted.
         LOG(WARNING) << "MpcommTransport: " << opName(task.request)
                      << " reported success after " << outcome.bytes_transferred
                      << " of " << task.request.length
                      << " bytes; marking it FAILED";
         final_status = FAILED;
+        transferred = outcome.bytes_transferred;
     }
-    task.transferred_bytes.store(outcome.bytes_transferred,
-                                 std::memory_order_relaxed);
+    task.transferred_bytes.store(transferred, std::memory_order_relaxed);
     task.status_word.store(final_status, std::memory_order_release);
+    return final_status == FAILED;
 }
 
 void abandonMpcommTask(MpcommTask& task) {

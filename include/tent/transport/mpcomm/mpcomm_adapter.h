@@ -46,6 +46,12 @@
 //    releases it on the provider once the provider is done with it.
 //  - releaseTransfer(kInvalidMpcommTransferHandle) is a no-op.
 //
+// Re-initialisation. init() on an initialised adapter fails with
+// InvalidArgument "MPComm init called twice for host <host_id>" and
+// changes nothing. init() after shutdown() starts a fresh provider
+// instance, so install -> uninstall -> install works; handles of the old
+// instance stay dead.
+//
 // Idempotency and teardown.
 //  - unregisterMemory() and unpublishBuffer() on an address that is not
 //    registered / published are no-ops.

@@ -7,19 +7,31 @@
 // peer would replace MPComm's connection record (dropping its keys, leaking
 // its queue pairs).
 //
-// Connection and keys are tracked separately. A connection is never closed
-// or repeated once established; a failed key query leaves the peer in
-// CONNECTED_NO_KEYS and the next ensure() queries again, over the endpoint
-// that was connected. A connect() that failed leaves nothing behind, so the
-// next ensure() performs the full handshake.
+// RULES
+//  - Identity. A peer is a (host id, incarnation) pair; the incarnation
+//    changes with every process start. A peer seen with a new incarnation is
+//    a restarted process: the one case in which connect() is issued again
+//    for a host id (MPComm replaces the dead record; a real libmpcomm leaks
+//    that record's queue pairs, one set per restart). Incarnation 0 means
+//    "unknown" and matches any.
+//  - Keys. Keys are current while the peer's registration epoch is at most
+//    the epoch they were fetched for; a higher epoch queries again over the
+//    established connection, never reconnects. Two compares per request.
+//  - Single flight. At most one handshake or query per host id runs at a
+//    time, on its own thread; every caller that needs one joins it.
+//  - Bounded waits. Callers wait for a flight with a deadline and never
+//    under the registry's lock. A flight whose waiters gave up still records
+//    its outcome when it finishes.
+//  - Never-established connections are not cached: a failed connect()
+//    forgets the peer, so the next call performs the whole handshake. A
+//    failed query leaves it CONNECTED_NO_KEYS; the next call queries again.
 #pragma once
 
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "tent/common/status.h"
@@ -37,16 +49,14 @@ Status parseMpcommTcpPort(const std::string& text, int& port);
 Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
                                int& port);
 
+// A host to advertise: an IPv4 address or a host name, with the endpoint
+// attribute's host rules; no port and no IPv6 literal.
+Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host);
+
 // "v1:<host>:<port>", host being the part of the local segment name before
 // its last ':' (the whole name when it has none).
 std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
                                     int tcp_port);
-
-// One buffer a peer publishes, [addr, addr + length).
-struct MpcommBufferRange {
-    uint64_t addr = 0;
-    uint64_t length = 0;
-};
 
 enum class MpcommPeerState {
     CONNECTING,         // the first handshake is in flight
@@ -56,61 +66,77 @@ enum class MpcommPeerState {
 
 const char* mpcommPeerStateName(MpcommPeerState state);
 
+// What a peer's descriptor says about it and where it listens.
+struct MpcommPeerView {
+    std::string host_id;
+    std::string addr;
+    int port = 0;
+    uint64_t incarnation = 0;
+    uint64_t registration_epoch = 0;
+};
+
+// One handshake or key query in progress (private to the registry).
+struct MpcommPeerFlight;
+
 class MpcommPeerRegistry {
  public:
+    using Clock = std::chrono::steady_clock;
+
+    // A caller's place in line for one peer: the flight it joined, if any.
+    // Default-constructed for a first poll(); poll() keeps it current.
+    class Ticket {
+     private:
+        friend class MpcommPeerRegistry;
+        std::shared_ptr<MpcommPeerFlight> flight_;
+    };
+
+    enum class Progress { kReady, kFailed, kWaiting };
+
     explicit MpcommPeerRegistry(std::shared_ptr<MpcommAdapter> adapter);
+    ~MpcommPeerRegistry();
+    MpcommPeerRegistry(const MpcommPeerRegistry&) = delete;
+    MpcommPeerRegistry& operator=(const MpcommPeerRegistry&) = delete;
 
-    // Makes `host_id` usable: connects on first use, fetches its keys, and
-    // refetches them when a range in `published` (what the peer publishes
-    // now, as far as the caller knows) is not covered by the ranges that
-    // were published at the last successful query. A range that disappeared
-    // triggers nothing. tcp_addr/tcp_port are used for the first connect;
-    // later queries go to the endpoint that was connected.
-    //
-    // Single-flight per host id: while one caller talks to the peer, the
-    // others wait and receive its result; only the waiters whose ranges are
-    // still not covered afterwards go on to query.
-    Status ensure(const std::string& host_id, const std::string& tcp_addr,
-                  int tcp_port,
-                  const std::vector<MpcommBufferRange>& published);
+    // Never blocks. kReady: `peer` is connected with keys for its epoch.
+    // kFailed: the flight this ticket joined failed; `error` says why.
+    // kWaiting: a flight for this peer runs (started now if one was
+    // needed); call again after waitForAny().
+    Progress poll(const MpcommPeerView& peer, Ticket& ticket, Status& error);
 
-    // Forgets every peer (uninstall). Callers in ensure() must be drained.
-    void clear();
+    // Until the flight of one of `tickets` finishes (true) or `deadline`
+    // passes (false). Never holds anything a flight needs while waiting.
+    bool waitForAny(const std::vector<Ticket*>& tickets,
+                    Clock::time_point deadline);
+
+    // poll() + waitForAny() until ready, failed or `deadline`. On the
+    // deadline: handshakeTimeout(peer, timeout_ms).
+    Status ensure(const MpcommPeerView& peer, Clock::time_point deadline,
+                  int64_t timeout_ms);
+    // RpcServiceError "MPComm handshake with <host> at <addr>:<port> did not
+    // finish within transports/mpcomm/connect_timeout_ms=<timeout_ms>".
+    static Status handshakeTimeout(const MpcommPeerView& peer,
+                                   int64_t timeout_ms);
+
+    // uninstall(): forgets every peer and waits up to `deadline` for the
+    // flights still running. Returns the host ids of those that did not
+    // finish; they keep running and record nothing.
+    std::vector<std::string> drain(Clock::time_point deadline);
+    // Runs `fn` once no flight runs any more: now, or on the thread of the
+    // last one to finish. While it is pending, idle() is false.
+    void runWhenIdle(std::function<void()> fn);
+    bool idle() const;
+
     size_t size() const;
     bool contains(const std::string& host_id) const;
     bool stateOf(const std::string& host_id, MpcommPeerState& state) const;
-
-    // Diagnostics (and tests): callers of ensure() now waiting for another
-    // caller's handshake or query with `host_id`.
+    // Diagnostics (and tests): callers now waiting for a flight of
+    // `host_id`, and flights running in all.
     size_t waiters(const std::string& host_id) const;
+    size_t flightsRunning() const;
 
  private:
-    // One handshake or query in progress; waiters share its result.
-    struct Flight {
-        bool done = false;
-        Status result;
-        size_t waiters = 0;  // callers blocked on this flight
-    };
-    struct Peer {
-        MpcommPeerState state = MpcommPeerState::CONNECTING;
-        std::string addr;  // the endpoint connected (or being connected)
-        int port = 0;
-        std::vector<MpcommBufferRange> covered;  // published at last query
-        std::shared_ptr<Flight> flight;          // null when idle
-    };
-
-    static bool covers(const std::vector<MpcommBufferRange>& keys,
-                       const std::vector<MpcommBufferRange>& published);
-    // Runs connect (when `need_connect`) and the key query without the
-    // lock; returns the result and updates the entry under it.
-    Status runFlight(std::unique_lock<std::mutex>& lock,
-                     const std::string& host_id, bool need_connect,
-                     const std::vector<MpcommBufferRange>& published);
-
-    std::shared_ptr<MpcommAdapter> adapter_;
-    mutable std::mutex mu_;
-    std::condition_variable flight_done_;
-    std::unordered_map<std::string, Peer> peers_;
+    struct Shared;
+    std::shared_ptr<Shared> shared_;
 };
 
 }  // namespace mooncake::tent

@@ -62,11 +62,13 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
 
 // Advances a PENDING task: takes the handle; if the transfer is complete,
 // reads the outcome, releases the handle, and stores COMPLETED (success
-// with the full length) or FAILED (an error, or success with fewer bytes
-// than requested); else puts the handle back. Does nothing for a task that
-// is not PENDING or whose handle another poller holds right now. Lazy: only
-// called from status polls.
-void pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task);
+// whose count of bytes posted is at least the request length; the task
+// then reports the request length) or FAILED (an error, or success with
+// fewer bytes than requested); else puts the handle back. Does nothing for
+// a task that is not PENDING or whose handle another poller holds right
+// now. Lazy: only called from status polls. True when this call failed
+// the task, so that the caller can suspect its peer.
+bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task);
 
 // Marks a PENDING task FAILED without touching the adapter (its handle is
 // dropped: the provider was shut down and owns it). Used after uninstall().

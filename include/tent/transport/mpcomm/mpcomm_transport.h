@@ -7,11 +7,22 @@
 // provider is reached only through MpcommAdapter; the second constructor
 // takes one, which is how tests substitute a mock.
 //
-// Teardown: uninstall() waits for every call that is inside the adapter
-// (including a handshake in progress), then unpublishes the endpoint,
-// releases registered buffers and shuts the adapter down. Tasks still
-// PENDING then read FAILED, and their handles are never passed to the
-// adapter again (the adapter's shutdown() owns them).
+// Where each rule lives:
+//   mpcomm_transport.cpp        install/uninstall, capabilities, teardown
+//   mpcomm_transport_config.cpp environment variables and config keys
+//   mpcomm_call_gate.cpp        who may be inside the adapter
+//   mpcomm_registration.cpp     addMemoryBuffer/removeMemoryBuffer
+//   mpcomm_peer_resolution.cpp  SegmentID -> peer, restart suspicion,
+//                               pre-connect
+//   mpcomm_batches.cpp          sub-batches, bounded handshake waits
+//
+// Teardown: uninstall() lets the callers inside the adapter leave (each
+// waits at most connect_timeout_ms for a handshake), then waits up to
+// connect_timeout_ms for handshakes still running on their own threads.
+// One that does not return is abandoned with a WARNING naming it; the
+// provider is then shut down by that handshake's thread when it returns,
+// and install() refuses until it has. Tasks still PENDING read FAILED, and
+// their handles are never passed to the adapter again.
 #pragma once
 
 #include <atomic>
@@ -20,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "tent/runtime/transport.h"
 #include "tent/transport/mpcomm/mpcomm_adapter.h"
@@ -35,9 +47,28 @@ struct MpcommTransportEnv {
     int remote_tcp_port = 0;         // MPCOMM_REMOTE_TCP_PORT; 0 = unset
     bool has_nic_filter = false;     // MPCOMM_NIC_FILTER set and non-empty
     std::string nic_filter;
+    std::string advertise_address;  // MPCOMM_ADVERTISE_ADDR; "" = unset
 
     // Fails naming the variable and its value.
     static Status fromEnvironment(MpcommTransportEnv& env);
+};
+
+// The transport's configuration keys, validated once by install().
+struct MpcommTransportSettings {
+    static constexpr int64_t kDefaultConnectTimeoutMs = 10000;
+    static constexpr int64_t kMaxConnectTimeoutMs = 3600000;
+    // transports/mpcomm/connect_timeout_ms: the longest a submitting thread
+    // waits for a peer's handshake and key query.
+    int64_t connect_timeout_ms = kDefaultConnectTimeoutMs;
+    // transports/mpcomm/preconnect: openSegment() starts the handshake.
+    bool preconnect = true;
+    // MPCOMM_ADVERTISE_ADDR, else transports/mpcomm/advertise_address, else
+    // "" (the host part of the local segment name).
+    std::string advertise_address;
+
+    // Fails naming the key (or variable) and its value.
+    static Status fromConfig(const Config* conf, const MpcommTransportEnv& env,
+                             MpcommTransportSettings& settings);
 };
 
 // Lets data-path calls into the adapter run concurrently and lets
@@ -56,6 +87,18 @@ class MpcommCallGate {
     std::atomic<int> active_{0};
     std::mutex mu_;
     std::condition_variable drained_;
+};
+
+// Leaves the call gate on scope exit.
+class MpcommGateTicket {
+ public:
+    explicit MpcommGateTicket(MpcommCallGate& gate) : gate_(gate) {}
+    ~MpcommGateTicket() { gate_.leave(); }
+    MpcommGateTicket(const MpcommGateTicket&) = delete;
+    MpcommGateTicket& operator=(const MpcommGateTicket&) = delete;
+
+ private:
+    MpcommCallGate& gate_;
 };
 
 class MpcommTransport : public Transport {
@@ -87,6 +130,7 @@ class MpcommTransport : public Transport {
 
     bool supportsCancellation() const override { return false; }
     bool supportNotification() const override { return false; }
+    void warmupSegment(SegmentID handle) override;
 
     const char* getName() const override { return "mpcomm"; }
 
@@ -99,8 +143,12 @@ class MpcommTransport : public Transport {
     // The single place that decides what this transport can carry.
     static Capabilities probeCapabilities(const std::string& modules_path,
                                           const Config* conf);
-    // SegmentID -> connected peer with current keys; host_id is its name.
-    Status ensurePeerConnected(SegmentID target, std::string& host_id);
+    // What `target`'s descriptor says about the peer. A segment suspected
+    // of having restarted is read afresh, not from the cache.
+    Status resolvePeer(SegmentID target, MpcommPeerView& view);
+    // A transfer to `target` failed: its next use re-reads the descriptor.
+    void suspectPeer(SegmentID target);
+    bool takeSuspicion(SegmentID target);
     Status publishEndpoint(const std::string& attr);
     Status withdrawEndpoint();
     void teardown();
@@ -116,11 +164,18 @@ class MpcommTransport : public Transport {
     bool installed_ = false;
     std::atomic<uint64_t> generation_{0};
     MpcommTransportEnv env_;
+    MpcommTransportSettings settings_;
     std::string local_name_;
     std::shared_ptr<ControlService> metadata_;
 
     std::mutex buffers_mu_;
     std::map<uint64_t, uint64_t> registered_;  // addr -> length
+
+    // Segments whose last transfer failed; read on the hot path only while
+    // suspect_count_ is non-zero.
+    std::mutex suspect_mu_;
+    std::unordered_set<SegmentID> suspect_;
+    std::atomic<size_t> suspect_count_{0};
 };
 
 }  // namespace mooncake::tent

@@ -1,0 +1,31 @@
+// Who may be inside the MPComm adapter: data-path calls enter and leave
+// concurrently; uninstall() closes the gate and waits for them to leave.
+#include "tent/transport/mpcomm/mpcomm_transport.h"
+
+namespace mooncake::tent {
+
+bool MpcommCallGate::enter() {
+    active_.fetch_add(1);
+    if (closed_.load()) {
+        leave();
+        return false;
+    }
+    return true;
+}
+
+void MpcommCallGate::leave() {
+    if (active_.fetch_sub(1) == 1 && closed_.load()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        drained_.notify_all();
+    }
+}
+
+void MpcommCallGate::close() {
+    closed_.store(true);
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_.wait(lock, [this] { return active_.load() == 0; });
+}
+
+void MpcommCallGate::open() { closed_.store(false); }
+
+}  // namespace mooncake::tent

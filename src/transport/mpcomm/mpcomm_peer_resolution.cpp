@@ -1,0 +1,110 @@
+// SegmentID -> MPComm peer: the descriptor's name is the host id, its
+// transport_attrs[MPCOMM] the endpoint (or MPCOMM_REMOTE_TCP_PORT when it
+// publishes none), its incarnation and registration epoch what the peer
+// registry compares. A segment whose transfer failed is read afresh on its
+// next use, which is how a restarted peer is noticed before the descriptor
+// cache's TTL runs out. Pre-connect starts the handshake at openSegment().
+#include <glog/logging.h>
+
+#include "tent/transport/mpcomm/mpcomm_transport.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+// "10.0.0.1:12345" -> "10.0.0.1"; a name without ':' is all host.
+std::string hostPartOf(const std::string& segment_name) {
+    size_t colon = segment_name.rfind(':');
+    return colon == std::string::npos ? segment_name
+                                      : segment_name.substr(0, colon);
+}
+
+}  // namespace
+
+void MpcommTransport::suspectPeer(SegmentID target) {
+    std::lock_guard<std::mutex> lock(suspect_mu_);
+    if (suspect_.insert(target).second) suspect_count_.fetch_add(1);
+}
+
+bool MpcommTransport::takeSuspicion(SegmentID target) {
+    // One relaxed load on the hot path while no transfer has failed.
+    if (suspect_count_.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard<std::mutex> lock(suspect_mu_);
+    if (suspect_.erase(target) == 0) return false;
+    suspect_count_.fetch_sub(1);
+    return true;
+}
+
+Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
+    SegmentManager& segments = metadata_->segmentManager();
+    if (takeSuspicion(target)) {
+        // A failed transfer may mean a restarted peer: the cached descriptor
+        // would still show the old process.
+        segments.invalidateRemote(target);
+    }
+    SegmentDescRef desc;
+    Status found = segments.getRemoteCached(desc, target);
+    if (!found.ok() || !desc) {
+        // Unreachable now; keep suspecting so the next use reads afresh.
+        if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
+        return Status(
+            found.ok() ? Status::Code::kInvalidArgument : found.code(),
+            "MpcommTransport: cannot read the descriptor of segment id " +
+                std::to_string(target) + ": " + std::string(found.message()));
+    }
+    const std::string& name = desc->name;
+    if (desc->type != SegmentType::Memory) {
+        return Status::InvalidArgument("MpcommTransport: segment " + name +
+                                       " is a file segment; MPComm moves "
+                                       "memory only");
+    }
+    view.host_id = name;
+    view.incarnation = desc->incarnation;
+    view.registration_epoch = desc->registration_epoch;
+    const std::string* attr = desc->getMemory().getTransportAttrs(MPCOMM);
+    if (attr != nullptr && !attr->empty()) {
+        Status st = parseMpcommEndpointAttr(*attr, view.addr, view.port);
+        if (!st.ok()) {
+            return Status::InvalidArgument("MpcommTransport: segment " + name +
+                                           ": " + std::string(st.message()));
+        }
+        return Status::OK();
+    }
+    if (env_.remote_tcp_port != 0) {
+        view.addr = hostPartOf(name);
+        view.port = env_.remote_tcp_port;
+        if (!registry_.contains(name)) {
+            LOG(WARNING) << "MpcommTransport: segment " << name
+                         << " published no MPComm endpoint; using "
+                            "MPCOMM_REMOTE_TCP_PORT="
+                         << view.port << " at " << view.addr;
+        }
+        return Status::OK();
+    }
+    return Status::InvalidArgument(
+        "MpcommTransport: segment " + name +
+        " published no MPComm endpoint (transport_attrs[MPCOMM] is empty) and "
+        "MPCOMM_REMOTE_TCP_PORT is not set; the peer does not run the MPComm "
+        "transport");
+}
+
+void MpcommTransport::warmupSegment(SegmentID handle) {
+    if (!settings_.preconnect || !gate_.enter()) return;
+    MpcommGateTicket ticket(gate_);
+    MpcommPeerView view;
+    // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
+    // fallback guesses, and a guess is not worth a background handshake.
+    SegmentDescRef desc;
+    if (!metadata_->segmentManager().getRemoteCached(desc, handle).ok() ||
+        !desc || desc->type != SegmentType::Memory ||
+        desc->getMemory().getTransportAttrs(MPCOMM) == nullptr) {
+        return;
+    }
+    if (!resolvePeer(handle, view).ok()) return;
+    MpcommPeerRegistry::Ticket place;
+    Status ignored;
+    // Starts the handshake if one is due; nobody waits for it here.
+    registry_.poll(view, place, ignored);
+}
+
+}  // namespace mooncake::tent
