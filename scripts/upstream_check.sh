@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles the MPComm transport's four units (syntax only) against a Mooncake
+# Compiles the MPComm transport's units (syntax only) against a Mooncake
 # checkout's TENT headers, the way they would build in Mooncake's own tree:
 #
 #   scripts/upstream_check.sh <mooncake checkout> [mpcomm include dir]
@@ -44,7 +44,10 @@ mkdir -p "$WORK/overlay/tent/transport"
 cp -r "$ROOT/include/tent/transport/mpcomm" "$WORK/overlay/tent/transport/"
 
 mkdir -p "$WORK/tent"
-cp -r "$TENT_ROOT/include" "$WORK/tent/include"
+# include/ is what the units compile against; src/ is copied too so that
+# the runtime patch, which also touches upstream's runtime sources, applies
+# whole (a patch that does not apply fails the check).
+cp -r "$TENT_ROOT/include" "$TENT_ROOT/src" "$WORK/tent/"
 PATCH="$ROOT/docs/upstream/runtime.patch"
 if [ -f "$PATCH" ]; then
   if ! patch -s -p1 -d "$WORK/tent" < "$PATCH"; then
@@ -75,12 +78,27 @@ check() {
 }
 
 SRC="$ROOT/src/transport/mpcomm"
-check mpcomm_task_mapping.cpp "$SRC/mpcomm_task_mapping.cpp"
-check mpcomm_peer_registry.cpp "$SRC/mpcomm_peer_registry.cpp"
-check mpcomm_adapter.cpp "$SRC/mpcomm_adapter.cpp"
+for unit in "$SRC"/*.cpp; do
+  check "$(basename "$unit")" "$unit"
+done
 check "mpcomm_adapter.cpp (USE_MPCOMM)" -DUSE_MPCOMM -I "$MPCOMM_INC" \
   "$SRC/mpcomm_adapter.cpp"
-check mpcomm_transport.cpp "$SRC/mpcomm_transport.cpp"
+
+# The runtime sources the patch touches must compile no worse than before
+# it (upstream's own files may already need headers these stubs lack).
+if [ -f "$PATCH" ]; then
+  for unit in $(grep -E '^\+\+\+ b/src/.*\.cpp' "$PATCH" | sed 's|^+++ b/||; s|\t.*||'); do
+    count() {
+      "$CXX" -std=c++20 -fsyntax-only -w -I "$1/include" \
+        -I "$ROOT/scripts/upstream_stubs" "$1/$unit" 2>&1 | grep -c ' error: '
+    }
+    before=$(count "$TENT_ROOT")
+    after=$(count "$WORK/tent")
+    printf '%-40s %d errors (unpatched: %d)\n' "patched $(basename "$unit")" \
+      "$after" "$before"
+    [ "$after" -le "$before" ] || failed=1
+  done
+fi
 
 commit=$(git -C "$CHECKOUT" rev-parse HEAD 2>/dev/null || echo unknown)
 echo "checkout: $CHECKOUT ($commit)"

@@ -50,7 +50,9 @@ class ControlService {
 // naming the segment; every socket operation is bounded by `timeout_ms`.
 class P2PSegmentFetcher : public SegmentFetcher {
  public:
-    explicit P2PSegmentFetcher(int timeout_ms = 5000)
+    // metadata/rpc_timeout_ms
+    static constexpr int kDefaultTimeoutMs = 5000;
+    explicit P2PSegmentFetcher(int timeout_ms = kDefaultTimeoutMs)
         : timeout_ms_(timeout_ms) {}
     Status fetch(const std::string& segment_name, SegmentDesc& out) override;
 
