@@ -89,8 +89,10 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
 }
 
 void MpcommTransport::warmupSegment(SegmentID handle) {
-    if (!settings_.preconnect || !gate_.enter()) return;
+    if (!gate_.enter()) return;
     MpcommGateTicket ticket(gate_);
+    // Read inside the gate: install() writes the settings while it is shut.
+    if (!settings_.preconnect) return;
     MpcommPeerView view;
     // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
     // fallback guesses, and a guess is not worth a background handshake.
