@@ -143,6 +143,10 @@ void Server::acceptLoop() {
 }
 
 bool Server::backOff(const char* why, int* backoffs) {
+    // Finished connections keep their descriptors until joined, and the
+    // next successful accept() would be the one to join them: do it now, or
+    // a listener out of descriptors never gets any back.
+    reapFinished();
     if ((*backoffs)++ == 0)
         MPCOMM_LOG(kWarn) << "accept: " << why
                           << "; new connections wait until resources free up";
