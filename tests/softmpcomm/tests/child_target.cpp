@@ -97,10 +97,12 @@ int runChildTarget(int argc, char** argv) {
                    sizeof(command) &&
                command.op == 'V') {
             // The parent orders the put's placement before this read (ack
-            // -> command), which ThreadSanitizer cannot follow across
-            // processes. Unpublishing an address never published takes the
-            // buffer table's write lock, which orders every placement so
-            // far before us in a way it can see.
+            // -> command) and this read before its next put (reply -> put),
+            // which ThreadSanitizer cannot follow across processes.
+            // Unpublishing an address never published takes the buffer
+            // table's write lock, which every placement takes shared: once
+            // before the read and once after it give the same orders in a
+            // way it can see.
             static char never_published;
             target.unpublishBuffer(&never_published);
             size_t length = std::min<size_t>(command.length, kChildHalf);
@@ -109,6 +111,7 @@ int runChildTarget(int argc, char** argv) {
                                        expected.data(), length) == 0
                                ? '1'
                                : '0';
+            target.unpublishBuffer(&never_published);
             if (::write(to_parent, &verdict, 1) != 1) code = 3;
         }
     }
