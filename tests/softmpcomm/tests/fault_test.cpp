@@ -43,6 +43,8 @@ constexpr size_t kMiB = 1u << 20;
 constexpr size_t kStalledPut = kChildHalf - kMiB;
 // What "returns promptly" means, against bounds set 15x to 100x larger.
 constexpr int kPromptMs = 2000;
+// How long a test waits on a socket for a step that should come at once.
+constexpr int kStepMs = 10000;
 
 class PeerFaults : public ::testing::Test {
  protected:
@@ -262,11 +264,11 @@ TEST_F(PeerFaults, ShutdownWakesAConnectBlockedOnASilentListener) {
 
     // Accept and take its HELLO: the caller now waits for an answer.
     pollfd pfd{listener, POLLIN, 0};
-    ASSERT_EQ(::poll(&pfd, 1, 10000), 1);
+    ASSERT_EQ(::poll(&pfd, 1, kStepMs), 1);
     int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     ASSERT_GE(accepted, 0);
     uint8_t hello[48];
-    ASSERT_TRUE(readWithDeadline(accepted, hello, sizeof(hello), 10000));
+    ASSERT_TRUE(readWithDeadline(accepted, hello, sizeof(hello), kStepMs));
 
     auto start = Clock::now();
     comm->shutdown();
@@ -329,7 +331,17 @@ size_t countOf(const std::string& text, const std::string& needle) {
     return count;
 }
 
+// Resolved only when the UndefinedBehaviorSanitizer runtime is linked in.
+extern "C" void __ubsan_handle_dynamic_type_cache_miss(void*, void*, void*)
+    __attribute__((weak));
+
 TEST_F(PeerFaults, AcceptBacksOffWhenDescriptorsRunOut) {
+    // UBSan checks the vptr of every new std::thread state by probing its
+    // memory through a pipe() it opens on the spot; in a process out of
+    // descriptors that fails and it reports a bogus "invalid vptr" (fatal
+    // with -fno-sanitize-recover), which no suppression can match.
+    if (&__ubsan_handle_dynamic_type_cache_miss != nullptr)
+        GTEST_SKIP() << "UBSan's vptr check needs free descriptors";
     ScopedEnv idle("SOFTMPCOMM_IDLE_TIMEOUT_MS", "700");
     ScopedEnv handshake("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS", "20000");
     ScopedEnv debug("MPCOMM_LOG_LEVEL", "debug");  // read by the child only
@@ -342,6 +354,17 @@ TEST_F(PeerFaults, AcceptBacksOffWhenDescriptorsRunOut) {
     auto start = Clock::now();
     ASSERT_TRUE(child.start(options));
     capture.startReading();
+    // On any failure, even an ASSERT's early return: end the child, show
+    // what it logged.
+    struct ShowLogOnFailure {
+        ChildTarget& child;
+        StderrCapture& capture;
+        ~ShowLogOnFailure() {
+            if (!::testing::Test::HasFailure()) return;
+            child.kill();
+            ADD_FAILURE() << "child's log:\n" << capture.text();
+        }
+    } show_log{child, capture};
 
     // More silent clients than the child has descriptors for: the kernel
     // queues the rest, and accept() fails with EMFILE until idle ones drop.
@@ -360,9 +383,12 @@ TEST_F(PeerFaults, AcceptBacksOffWhenDescriptorsRunOut) {
     auto initiator = makeInitiator("initiator");
     ASSERT_EQ(connectAndQuery(*initiator, child.port()), MPCOMM_SUCCESS);
     expectHealthy(*initiator, child, 44);
+    // Each silent client was dropped: end of file, not a byte.
     for (int fd : silent) {
+        pollfd pfd{fd, POLLIN, 0};
         char byte;
-        EXPECT_TRUE(readWithDeadline(fd, &byte, 1, 10000) == false);
+        EXPECT_EQ(::poll(&pfd, 1, kStepMs), 1);
+        EXPECT_EQ(::recv(fd, &byte, 1, MSG_DONTWAIT), 0);
         ::close(fd);
     }
     initiator.reset();
@@ -375,7 +401,6 @@ TEST_F(PeerFaults, AcceptBacksOffWhenDescriptorsRunOut) {
     size_t backoffs = countOf(log, "accept backoff #");
     EXPECT_GE(backoffs, 1u);
     EXPECT_LE(backoffs, static_cast<size_t>(lifetime / 100 + 2));
-    if (HasFailure()) ADD_FAILURE() << "child's log:\n" << log;
 }
 
 }  // namespace

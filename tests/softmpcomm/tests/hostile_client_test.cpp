@@ -38,6 +38,13 @@ using mpcomm_test::ScopedEnv;
 constexpr size_t kMoverWindow = 2u << 20;
 constexpr size_t kRawWindow = 1u << 20;  // also the target's slice size
 constexpr size_t kPage = 4096;
+// How soon a refused connection must be seen closed: far below the 20 s
+// idle timeout of HostileClients, so the close is the frame check's doing.
+constexpr int kDropMs = 5000;
+// How long a test waits for the idle timeout to drop a connection.
+constexpr int kIdleDropMs = 10000;
+// How long a test waits for the well-behaved client's next rounds.
+constexpr std::chrono::seconds kRoundsTimeout(60);
 
 class HostileClients : public ::testing::Test {
  protected:
@@ -146,7 +153,7 @@ class HostileClients : public ::testing::Test {
     bool waitRounds(int more) {
         std::unique_lock<std::mutex> lock(mu_);
         int goal = rounds_ + more;
-        return cv_.wait_for(lock, std::chrono::seconds(60),
+        return cv_.wait_for(lock, kRoundsTimeout,
                             [&] { return rounds_ >= goal; });
     }
 
@@ -203,8 +210,8 @@ TEST_F(HostileClients, GarbageBeforeHelloIsDroppedAtOnce) {
     int noise = open();
     auto bytes = pattern(4096, 99);
     ASSERT_TRUE(sendAll(noise, bytes.data(), bytes.size(), rawDeadline()));
-    EXPECT_EQ(peerActionWithin(junk_header, 5000), PeerAction::kClosed);
-    EXPECT_EQ(peerActionWithin(noise, 5000), PeerAction::kClosed);
+    EXPECT_EQ(peerActionWithin(junk_header, kDropMs), PeerAction::kClosed);
+    EXPECT_EQ(peerActionWithin(noise, kDropMs), PeerAction::kClosed);
     EXPECT_TRUE(waitRounds(2));
 }
 
@@ -269,7 +276,8 @@ TEST_F(HostileClients, OversizedAndMisplacedHeadersCloseTheConnection) {
                  : bad.stage == ConnStage::kControl ? openAs(ConnKind::kControl)
                                                     : openAs(ConnKind::kData);
         ASSERT_TRUE(sendHeader(fd, bad.header)) << bad.what;
-        EXPECT_EQ(peerActionWithin(fd, 5000), PeerAction::kClosed) << bad.what;
+        EXPECT_EQ(peerActionWithin(fd, kDropMs), PeerAction::kClosed)
+            << bad.what;
     }
     EXPECT_TRUE(rawRegionIs(0));
     EXPECT_TRUE(waitRounds(2));
@@ -328,7 +336,7 @@ TEST_F(HostileClients, TruncatedFramesAreDroppedWhenTheClientHangsUp) {
     ::shutdown(half_payload, SHUT_WR);
 
     for (int fd : {half_header, half_host_id, half_payload})
-        EXPECT_EQ(peerActionWithin(fd, 5000), PeerAction::kClosed);
+        EXPECT_EQ(peerActionWithin(fd, kDropMs), PeerAction::kClosed);
     EXPECT_TRUE(rawRegionIs(0));  // half a chunk is never placed
     EXPECT_TRUE(waitRounds(2));
 }
@@ -357,7 +365,7 @@ TEST_F(HostileClients, ShutdownIsPromptWithSilentAndStalledClients) {
     target_->shutdown();
     // Well under the 20 s idle timeout that would otherwise end both.
     EXPECT_LT(msSince(start), 2000);
-    EXPECT_EQ(peerActionWithin(silent, 5000), PeerAction::kClosed);
+    EXPECT_EQ(peerActionWithin(silent, kDropMs), PeerAction::kClosed);
 }
 
 class IdleClients : public HostileClients {
@@ -376,7 +384,7 @@ TEST_F(IdleClients, IdleConnectionsAreDroppedButIdleDataConnectionsStay) {
     // Served while they sit there.
     EXPECT_TRUE(waitRounds(1));
     for (int fd : idle)
-        EXPECT_EQ(peerActionWithin(fd, 10000), PeerAction::kClosed);
+        EXPECT_EQ(peerActionWithin(fd, kIdleDropMs), PeerAction::kClosed);
     EXPECT_GE(msSince(start), 1000);
     // The data connection is older than every dropped one, yet still
     // served: a QP may idle.
