@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <utility>
 #include <vector>
 
 #include "mpcomm.h"
@@ -181,6 +184,39 @@ TEST(SoftMpcommWire, BufferListRoundTripsAndRejectsTruncation) {
     for (size_t cut = 0; cut < wire.size(); ++cut)
         EXPECT_FALSE(decodeBufferList(wire.substr(0, cut), &back)) << cut;
     EXPECT_FALSE(decodeBufferList(wire + "x", &back));
+}
+
+// The fuzzer's seeds (fuzz/make_corpus.py encodes them independently of
+// the C++ codec) walked by the decoder it drives: how many frames each side
+// accepts before refusing, plus one for a whole valid buffer list.
+TEST(SoftMpcommWire, DecoderAcceptsExactlyTheValidFramesOfEachSeed) {
+    const std::vector<std::pair<std::string, size_t>> seeds = {
+        {"valid_control_hello_query", 2},  // HELLO, QUERY_REQ
+        {"valid_data_put_get", 3},         // HELLO, PUT_REQ, GET_REQ
+        {"valid_reply_query", 3},  // ACK + QUERY_RESP; ACK as data reply
+        {"valid_reply_data", 5},   // ACK as control; ACK + 3 data replies
+        {"valid_buffer_list", 1},  // the list itself
+        {"bad_magic", 0},
+        {"bad_version", 0},
+        {"truncated_header", 0},
+        {"truncated_host_id", 0},
+        {"hello_huge_host_id", 0},
+        {"hello_bad_rail", 0},
+        {"query_with_payload", 1},   // its HELLO only
+        {"put_over_slice", 1},       // its HELLO only
+        {"get_data_over_chunk", 2},  // its HELLO_ACK, on either walk
+        {"truncated_buffer_list", 0},
+    };
+    for (const auto& seed : seeds) {
+        std::string path =
+            std::string(SOFTMPCOMM_CORPUS_DIR) + "/" + seed.first;
+        std::ifstream in(path, std::ios::binary);
+        ASSERT_TRUE(in) << path;
+        std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+        EXPECT_EQ(runWireDecoder(bytes.data(), bytes.size()), seed.second)
+            << seed.first;
+    }
 }
 
 TEST(SoftMpcommTimeouts, SilentListenerFailsConnectInsteadOfHanging) {
