@@ -27,6 +27,9 @@ constexpr int MPCOMM_ERR_CONNECTION_LOST = -8;
 constexpr int MPCOMM_ERR_PROTOCOL = -9;
 constexpr int MPCOMM_ERR_INVALID_HANDLE = -10;
 constexpr int MPCOMM_ERR_NO_DEVICE = -11;
+// The peer made no progress on a data connection for the progress timeout,
+// as an RC queue pair reports when its retry count is exceeded.
+constexpr int MPCOMM_ERR_RETRY_EXCEEDED = -12;
 
 using TransferHandle = uint64_t;
 constexpr TransferHandle INVALID_TRANSFER_HANDLE = 0;

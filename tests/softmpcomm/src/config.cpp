@@ -84,6 +84,22 @@ bool loadConfig(const std::string& device_names, Config* config,
         return false;
     result.max_transfer_size = max_size;
 
+    struct TimeoutVar {
+        const char* name;
+        int* field;
+    };
+    for (const TimeoutVar& var :
+         {TimeoutVar{"SOFTMPCOMM_PROGRESS_TIMEOUT_MS",
+                     &result.progress_timeout_ms},
+          TimeoutVar{"SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS",
+                     &result.handshake_timeout_ms},
+          TimeoutVar{"SOFTMPCOMM_IDLE_TIMEOUT_MS", &result.idle_timeout_ms}}) {
+        uint64_t ms = static_cast<uint64_t>(*var.field);
+        if (!readBoundedEnv(var.name, 1, kMaxTimeoutMs, &ms, error))
+            return false;
+        *var.field = static_cast<int>(ms);
+    }
+
     *config = result;
     return true;
 }

@@ -1,6 +1,6 @@
-// The MPCOMM_* environment variables softmpcomm honours, read and validated
-// once per init() so a bad value fails initialisation instead of being
-// silently replaced by a default.
+// The MPCOMM_* and SOFTMPCOMM_* environment variables softmpcomm honours,
+// read and validated once per init() so a bad value fails initialisation
+// instead of being silently replaced by a default.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +13,32 @@ namespace detail {
 constexpr int kMaxQpsPerConnection = 16;
 constexpr uint64_t kDefaultMaxTransferSize = 1ull << 30;  // 1 GiB
 
+// The bounds on every wait. Each is an environment variable so tests (and
+// users on slow links) can move it; each default is what the real library's
+// behaviour suggests.
+//
+// SOFTMPCOMM_PROGRESS_TIMEOUT_MS: a data connection with outstanding slices
+// that neither sends nor receives a byte for this long is dead, its slices
+// fail with MPCOMM_ERR_RETRY_EXCEEDED (an RC QP's retry timeout).
+constexpr int kDefaultProgressTimeoutMs = 4000;
+// SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS: each step of connect() and
+// queryRemoteBuffer() (TCP connect, HELLO exchange, query exchange).
+constexpr int kDefaultHandshakeTimeoutMs = 5000;
+// SOFTMPCOMM_IDLE_TIMEOUT_MS: the listener drops a connection that has not
+// completed a frame within this long (before HELLO and on control
+// connections), or that trickles one frame (or one 256 KiB payload chunk)
+// for longer on any connection.
+constexpr int kDefaultIdleTimeoutMs = 30000;
+// Upper bound of the three: one day keeps millisecond arithmetic in an int.
+constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
+
 struct Config {
     std::vector<std::string> rails;  // never empty after loadConfig()
     int qps_per_connection = 1;
     uint64_t max_transfer_size = kDefaultMaxTransferSize;
+    int progress_timeout_ms = kDefaultProgressTimeoutMs;
+    int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
+    int idle_timeout_ms = kDefaultIdleTimeoutMs;
 };
 
 // Splits a comma list, trimming blanks and dropping empty names.

@@ -1,43 +1,63 @@
 #include "data_conn.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
 #include <vector>
 
 #include "log.h"
-#include "socket_util.h"
 
 namespace mpcomm {
 namespace detail {
 
-std::shared_ptr<DataConn> DataConn::open(const std::string& addr, int port,
-                                         const std::string& my_host,
-                                         const std::string& expected_host,
-                                         uint32_t rail, uint32_t qp,
+namespace {
+
+int64_t nowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+std::shared_ptr<DataConn> DataConn::open(const DataConnParams& params,
                                          std::string* error) {
-    int fd = connectTcp(addr, port, kHandshakeTimeoutMs, error);
-    if (fd < 0) return nullptr;
-    setIoTimeout(fd, kHandshakeTimeoutMs);
+    int raw_fd =
+        connectTcp(params.addr, params.port, params.handshake_timeout_ms, error,
+                   params.handshakes);
+    if (raw_fd < 0) return nullptr;
+    TrackedSocket socket(raw_fd, params.handshakes);
     std::string peer;
     uint32_t peer_rails = 0;
-    if (!clientHello(fd, ConnKind::kData, my_host, rail, qp, &peer, &peer_rails,
-                     error)) {
-        closeSocket(fd);
+    if (!clientHello(socket.fd(), ConnKind::kData, params.my_host, params.rail,
+                     params.qp, Deadline::in(params.handshake_timeout_ms),
+                     &peer, &peer_rails, error))
         return nullptr;
-    }
-    if (peer != expected_host) {
+    if (peer != params.expected_host) {
         *error = "data connection reached host '" + peer + "', expected '" +
-                 expected_host + "'";
-        closeSocket(fd);
+                 params.expected_host + "'";
         return nullptr;
     }
-    // From here on the reader blocks until the connection ends.
-    setIoTimeout(fd, 0);
-    std::shared_ptr<DataConn> conn(new DataConn(fd, rail));
+    // From here on close() wakes the connection's threads, not shutdown()'s
+    // cancellation of handshakes.
+    std::shared_ptr<DataConn> conn(new DataConn(socket.release(), params));
     conn->reader_ = std::thread([raw = conn.get()] { raw->readerLoop(); });
     conn->sender_ = std::thread([raw = conn.get()] { raw->senderLoop(); });
     return conn;
 }
 
-DataConn::DataConn(int fd, uint32_t rail) : fd_(fd), rail_(rail) {}
+DataConn::DataConn(int fd, const DataConnParams& params)
+    : fd_(fd),
+      rail_(params.rail),
+      peer_(params.expected_host),
+      progress_timeout_ms_(params.progress_timeout_ms),
+      link_(params.link ? params.link : std::make_shared<PeerLink>()) {
+    noteProgress();
+}
 
 DataConn::~DataConn() {
     close();
@@ -56,10 +76,94 @@ void DataConn::close() {
     if (reader_.joinable()) reader_.join();
 }
 
+void DataConn::noteProgress() {
+    last_progress_ms_.store(nowMs(), std::memory_order_relaxed);
+}
+
+int64_t DataConn::stallBudgetMs(bool sending) {
+    if (!sending) {
+        std::lock_guard<std::mutex> lock(pending_mu_);
+        if (pending_.empty()) return -1;
+    }
+    int64_t quiet = nowMs() - last_progress_ms_.load(std::memory_order_relaxed);
+    return std::max<int64_t>(0, progress_timeout_ms_ - quiet);
+}
+
+int DataConn::waitForProgress(short events) {
+    const bool sending = (events & POLLOUT) != 0;
+    for (;;) {
+        int64_t budget = stallBudgetMs(sending);
+        if (budget == 0) return MPCOMM_ERR_RETRY_EXCEEDED;
+        // Nothing outstanding: look again after one timeout, so a slice
+        // posted meanwhile is watched from then on.
+        int timeout = static_cast<int>(std::min<int64_t>(
+            budget < 0 ? progress_timeout_ms_ : budget, INT_MAX));
+        pollfd pfd{fd_, events, 0};
+        int ready = ::poll(&pfd, 1, timeout);
+        // Readiness, an error or a hang-up: the next send/recv tells which.
+        if (ready > 0) return MPCOMM_SUCCESS;
+        if (ready < 0 && errno != EINTR) return MPCOMM_ERR_CONNECTION_LOST;
+    }
+}
+
+int DataConn::sendBytes(const void* data, size_t length) {
+    const char* cursor = static_cast<const char*>(data);
+    while (length > 0) {
+        ssize_t sent = ::send(fd_, cursor, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent > 0) {
+            noteProgress();
+            cursor += sent;
+            length -= static_cast<size_t>(sent);
+            continue;
+        }
+        if (sent < 0 && errno == EINTR) continue;
+        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return MPCOMM_ERR_CONNECTION_LOST;
+        int rc = waitForProgress(POLLOUT);
+        if (rc != MPCOMM_SUCCESS) return rc;
+    }
+    return MPCOMM_SUCCESS;
+}
+
+int DataConn::recvBytes(void* data, size_t length) {
+    char* cursor = static_cast<char*>(data);
+    while (length > 0) {
+        ssize_t got = ::recv(fd_, cursor, length, MSG_DONTWAIT);
+        if (got > 0) {
+            noteProgress();
+            cursor += got;
+            length -= static_cast<size_t>(got);
+            continue;
+        }
+        if (got == 0) return MPCOMM_ERR_CONNECTION_LOST;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return MPCOMM_ERR_CONNECTION_LOST;
+        int rc = waitForProgress(POLLIN);
+        if (rc != MPCOMM_SUCCESS) return rc;
+    }
+    return MPCOMM_SUCCESS;
+}
+
+int DataConn::markDead(int reason) {
+    int first;
+    {
+        std::lock_guard<std::mutex> lock(pending_mu_);
+        if (reason_ == MPCOMM_SUCCESS) reason_ = reason;
+        first = reason_;
+    }
+    link_->failed.store(true, std::memory_order_release);
+    shutdownSocket(fd_);
+    return first;
+}
+
 bool DataConn::enqueue(Pending pending, Queued queued) {
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
         if (dead_ || stopping_) return false;
+        // The stall clock starts when work arrives, not at the last byte
+        // of a long-idle connection.
+        if (pending_.empty()) noteProgress();
         queued.request.seq = next_seq_++;
         pending_.emplace(queued.request.seq, std::move(pending));
         queue_.push_back(std::move(queued));
@@ -133,28 +237,30 @@ void DataConn::senderLoop() {
             found = it != pending_.end();
             if (found) local = it->second.local;
         }
-        const FrameHeader& request = queued.request;
-        bool sent =
-            !found ||
-            (queued.put_transfer
-                 ? sendFrame(fd_, request, reinterpret_cast<const void*>(local),
-                             request.length)
-                 : sendFrame(fd_, request));
-        if (queued.put_transfer) {
-            queued.put_transfer->sliceDone(sent ? MPCOMM_SUCCESS
-                                                : MPCOMM_ERR_CONNECTION_LOST);
+        FrameHeader request = queued.request;
+        request.payload_len = queued.put_transfer ? request.length : 0;
+        uint8_t raw[kHeaderSize];
+        encodeHeader(request, raw);
+        int rc = MPCOMM_SUCCESS;
+        if (found) {
+            rc = sendBytes(raw, kHeaderSize);
+            if (rc == MPCOMM_SUCCESS && queued.put_transfer)
+                rc = sendBytes(reinterpret_cast<const void*>(local),
+                               request.length);
         }
-        if (!sent) {
-            // A half-written request poisons the stream: end the connection
-            // so the reader fails every other slice on it too.
-            shutdownSocket(fd_);
-            failPending(request.seq, MPCOMM_ERR_CONNECTION_LOST);
+        // A half-written request poisons the stream: end the connection so
+        // the reader fails every other slice on it too, with the same code.
+        if (rc != MPCOMM_SUCCESS) rc = markDead(rc);
+        if (queued.put_transfer) queued.put_transfer->sliceDone(rc);
+        if (rc != MPCOMM_SUCCESS) {
+            failPending(request.seq, rc);
             return;
         }
     }
 }
 
 int DataConn::handleResponse(const FrameHeader& header) {
+    if (!checkReply(ConnStage::kData, header)) return MPCOMM_ERR_PROTOCOL;
     if (header.type == MsgType::kGetData) {
         uint64_t local, length, received;
         {
@@ -168,20 +274,16 @@ int DataConn::handleResponse(const FrameHeader& header) {
         }
         // Data must arrive in order and inside the slice: the initiator's
         // memory is only ever written within [local, local + length).
-        if (header.addr != received || header.payload_len == 0 ||
-            header.payload_len > length - received)
+        if (header.addr != received || header.payload_len > length - received)
             return MPCOMM_ERR_PROTOCOL;
-        if (!recvAll(fd_, reinterpret_cast<void*>(local + received),
-                     header.payload_len))
-            return MPCOMM_ERR_CONNECTION_LOST;
+        int rc = recvBytes(reinterpret_cast<void*>(local + received),
+                           header.payload_len);
+        if (rc != MPCOMM_SUCCESS) return rc;
         std::lock_guard<std::mutex> lock(pending_mu_);
         auto it = pending_.find(header.seq);
         if (it != pending_.end()) it->second.received += header.payload_len;
         return MPCOMM_SUCCESS;
     }
-    if (header.type != MsgType::kPutAck && header.type != MsgType::kGetDone)
-        return MPCOMM_ERR_PROTOCOL;
-    if (header.payload_len != 0) return MPCOMM_ERR_PROTOCOL;
     Pending done;
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
@@ -204,22 +306,16 @@ int DataConn::handleResponse(const FrameHeader& header) {
 }
 
 void DataConn::readerLoop() {
-    int reason = MPCOMM_ERR_CONNECTION_LOST;
-    for (;;) {
+    int reason = MPCOMM_SUCCESS;
+    while (reason == MPCOMM_SUCCESS) {
         uint8_t raw[kHeaderSize];
-        if (!recvAll(fd_, raw, kHeaderSize)) break;
+        reason = recvBytes(raw, kHeaderSize);
+        if (reason != MPCOMM_SUCCESS) break;
         FrameHeader header;
-        if (!decodeHeader(raw, &header)) {
-            reason = MPCOMM_ERR_PROTOCOL;
-            break;
-        }
-        int rc = handleResponse(header);
-        if (rc != MPCOMM_SUCCESS) {
-            reason = rc;
-            break;
-        }
+        reason = decodeHeader(raw, &header) ? handleResponse(header)
+                                            : MPCOMM_ERR_PROTOCOL;
     }
-    shutdownSocket(fd_);
+    reason = markDead(reason);
     std::unordered_map<uint64_t, Pending> orphans;
     std::deque<Queued> unsent;
     {
@@ -232,9 +328,16 @@ void DataConn::readerLoop() {
         if (queued.put_transfer) queued.put_transfer->sliceDone(reason);
     }
     queue_cv_.notify_all();
-    if (!orphans.empty())
-        MPCOMM_LOG(kWarn) << "data connection on rail " << rail_
-                          << " ended; failing " << orphans.size()
+    if (reason == MPCOMM_ERR_RETRY_EXCEEDED)
+        MPCOMM_LOG(kWarn) << "data connection to '" << peer_ << "' on rail "
+                          << rail_ << " made no progress for "
+                          << progress_timeout_ms_
+                          << " ms (SOFTMPCOMM_PROGRESS_TIMEOUT_MS); failing "
+                          << orphans.size()
+                          << " slice(s) with MPCOMM_ERR_RETRY_EXCEEDED";
+    else if (!orphans.empty())
+        MPCOMM_LOG(kWarn) << "data connection to '" << peer_ << "' on rail "
+                          << rail_ << " ended; failing " << orphans.size()
                           << " in-flight slice(s) with error " << reason;
     for (auto& entry : orphans) entry.second.transfer->sliceDone(reason);
 }

@@ -5,8 +5,16 @@
 // pending table: the reader on a response or when the connection dies, the
 // poster when the connection is already dead, the sender when it cannot
 // send.
+//
+// Like an RC queue pair, a connection whose peer stops making progress goes
+// to an error state: when slices are outstanding (queued or in flight) and
+// no byte has moved either way for the progress timeout, whichever thread
+// notices first ends the connection, and every outstanding slice completes
+// with MPCOMM_ERR_RETRY_EXCEEDED. Both threads wait in poll() against that
+// clock, so neither can block without a bound on a stopped peer.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -22,14 +30,32 @@
 namespace mpcomm {
 namespace detail {
 
+// Shared by the data connections of one peer record. The first connection
+// to end marks the record failed, so later posts fail at once instead of
+// each waiting out its own timeout on another connection to a dead peer,
+// until a new connect() replaces the record.
+struct PeerLink {
+    std::atomic<bool> failed{false};
+};
+
+struct DataConnParams {
+    std::string addr;
+    int port = 0;
+    std::string my_host;
+    std::string expected_host;  // what the target must announce
+    uint32_t rail = 0;          // the target's rail
+    uint32_t qp = 0;
+    int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
+    int progress_timeout_ms = kDefaultProgressTimeoutMs;
+    SocketSet* handshakes = nullptr;  // lets shutdown() wake the handshake
+    std::shared_ptr<PeerLink> link;
+};
+
 class DataConn {
  public:
-    // Connects, says HELLO as a data connection on the target's `rail`, and
-    // checks that the target announces `expected_host`. Null on failure.
-    static std::shared_ptr<DataConn> open(const std::string& addr, int port,
-                                          const std::string& my_host,
-                                          const std::string& expected_host,
-                                          uint32_t rail, uint32_t qp,
+    // Connects, says HELLO as a data connection on the target's rail, and
+    // checks that the target announces the expected host. Null on failure.
+    static std::shared_ptr<DataConn> open(const DataConnParams& params,
                                           std::string* error);
     ~DataConn();
     DataConn(const DataConn&) = delete;
@@ -57,13 +83,13 @@ class DataConn {
         uint64_t received = 0;
     };
 
-    DataConn(int fd, uint32_t rail);
+    DataConn(int fd, const DataConnParams& params);
     bool post(const std::shared_ptr<Transfer>& transfer, bool is_get,
               uint64_t local, uint64_t remote, uint64_t length, uint32_t key);
     // A queued request. A put's payload is read from user memory by the
     // sender thread, so a put slice carries a second completion event,
     // "the sender is done with the payload", fired by whoever takes the
-    // request off the queue (the sender after sendFrame(), or the reader's
+    // request off the queue (the sender after sending, or the reader's
     // final sweep). A transfer therefore never completes while the sender
     // may still read its buffer, even when the connection dies mid-send.
     struct Queued {
@@ -82,13 +108,36 @@ class DataConn {
     // the connection.
     int handleResponse(const FrameHeader& header);
 
+    // Move bytes, waiting at most until the connection stalls. Return
+    // MPCOMM_SUCCESS, MPCOMM_ERR_RETRY_EXCEEDED or MPCOMM_ERR_CONNECTION_LOST.
+    int sendBytes(const void* data, size_t length);
+    int recvBytes(void* data, size_t length);
+    // Waits in poll() for `events`. The sender always has bytes to push, so
+    // its wait always runs the stall clock; the reader's only while slices
+    // are outstanding (otherwise it wakes every progress timeout to look).
+    int waitForProgress(short events);
+    void noteProgress();
+    // Milliseconds left before the connection counts as stalled; -1 while
+    // nothing is outstanding, 0 once it has stalled.
+    int64_t stallBudgetMs(bool sending);
+    // Records why the connection ends (the first reason wins), marks the
+    // peer record failed and wakes both threads. Returns the first reason.
+    int markDead(int reason);
+
     const int fd_;
     const uint32_t rail_;
+    const std::string peer_;
+    const int progress_timeout_ms_;
+    const std::shared_ptr<PeerLink> link_;
+    // Steady-clock milliseconds of the last byte moved either way, or of the
+    // moment the connection last went from idle to having work.
+    std::atomic<int64_t> last_progress_ms_{0};
     // pending_mu_ guards the pending table, the send queue and the flags.
     std::mutex pending_mu_;
     std::condition_variable queue_cv_;
-    bool dead_ = false;      // set by the reader when the connection ends
-    bool stopping_ = false;  // set by close() to release the sender
+    bool dead_ = false;            // set by the reader when the connection ends
+    bool stopping_ = false;        // set by close() to release the sender
+    int reason_ = MPCOMM_SUCCESS;  // why the connection ended, once it did
     uint64_t next_seq_ = 1;
     std::unordered_map<uint64_t, Pending> pending_;
     std::deque<Queued> queue_;

@@ -16,6 +16,15 @@
 // - queryRemoteBuffer() requires a prior connect() to that host id
 //   (MPCOMM_ERR_UNKNOWN_HOST otherwise), since keys are useless without the
 //   data connections they belong to.
+// - Once any data connection of a peer record has ended (dropped, or no
+//   progress within SOFTMPCOMM_PROGRESS_TIMEOUT_MS), the record is failed:
+//   posts to that host id complete at once with MPCOMM_ERR_CONNECTION_LOST
+//   until a new connect() replaces the record, as posting to a QP in the
+//   error state fails.
+// - shutdown() wakes a connect() / queryRemoteBuffer() blocked in its
+//   handshake on another thread; that call returns
+//   MPCOMM_ERR_NOT_INITIALIZED.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -45,6 +54,8 @@ struct Peer {
     std::string addr;
     int port = 0;
     std::vector<std::shared_ptr<DataConn>> conns;  // rails x QPs
+    std::shared_ptr<detail::PeerLink> link =
+        std::make_shared<detail::PeerLink>();
     std::atomic<uint64_t> next_conn{0};
     // Guarded by MPComm::Impl::peers_mu.
     bool has_keys = false;
@@ -57,37 +68,65 @@ struct Peer {
 
 bool validPort(int port) { return port >= 1 && port <= 65535; }
 
-// Opens a control connection and checks the announced host id.
+// Opens a control connection and checks the announced host id; on success
+// *socket owns it (still woken by a shutdown()).
 int controlHandshake(const std::string& my_host, const std::string& host_id,
-                     const std::string& addr, int port, int* fd_out,
-                     uint32_t* peer_rails_out) {
+                     const std::string& addr, int port, int timeout_ms,
+                     detail::SocketSet* handshakes,
+                     detail::TrackedSocket* socket, uint32_t* peer_rails_out) {
     std::string error;
-    int fd =
-        detail::connectTcp(addr, port, detail::kHandshakeTimeoutMs, &error);
+    int fd = detail::connectTcp(addr, port, timeout_ms, &error, handshakes);
     if (fd < 0) {
-        MPCOMM_LOG(kError) << "handshake with '" << host_id << "': " << error;
+        MPCOMM_LOG(kError) << "handshake with '" << host_id << "': " << error
+                           << " (SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS=" << timeout_ms
+                           << ")";
         return MPCOMM_ERR_CONNECT;
     }
-    detail::setIoTimeout(fd, detail::kHandshakeTimeoutMs);
+    detail::TrackedSocket tracked(fd, handshakes);
     std::string peer;
     uint32_t peer_rails = 0;
     if (!detail::clientHello(fd, detail::ConnKind::kControl, my_host, 0, 0,
-                             &peer, &peer_rails, &error)) {
+                             detail::Deadline::in(timeout_ms), &peer,
+                             &peer_rails, &error)) {
         MPCOMM_LOG(kError) << "handshake with '" << host_id << "' at " << addr
-                           << ":" << port << ": " << error;
-        detail::closeSocket(fd);
+                           << ":" << port << ": " << error
+                           << " (SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS=" << timeout_ms
+                           << ")";
         return MPCOMM_ERR_CONNECT;
     }
     if (peer != host_id) {
         MPCOMM_LOG(kError) << "handshake at " << addr << ":" << port
                            << " reached host '" << peer << "', expected '"
                            << host_id << "'";
-        detail::closeSocket(fd);
         return MPCOMM_ERR_CONNECT;
     }
-    *fd_out = fd;
+    *socket = std::move(tracked);
     *peer_rails_out = peer_rails;
     return MPCOMM_SUCCESS;
+}
+
+// One QUERY_REQ / QUERY_RESP exchange within timeout_ms. The reply buffer
+// grows with the bytes that arrive, never to what the header announces.
+bool queryBufferList(int fd, int timeout_ms,
+                     std::vector<RemoteBufferEntry>* entries) {
+    detail::Deadline deadline = detail::Deadline::in(timeout_ms);
+    detail::FrameHeader request;
+    request.type = detail::MsgType::kQueryReq;
+    detail::FrameHeader reply;
+    if (!detail::sendFrame(fd, request, deadline) ||
+        !detail::recvHeader(fd, &reply, deadline) ||
+        !detail::checkReply(detail::ConnStage::kControl, reply) ||
+        reply.status != MPCOMM_SUCCESS)
+        return false;
+    std::string payload;
+    while (payload.size() < reply.payload_len) {
+        size_t chunk = std::min<uint64_t>(reply.payload_len - payload.size(),
+                                          detail::kChunkSize);
+        size_t at = payload.size();
+        payload.resize(at + chunk);
+        if (!detail::recvAll(fd, &payload[at], chunk, deadline)) return false;
+    }
+    return detail::decodeBufferList(payload, entries);
 }
 
 }  // namespace
@@ -99,6 +138,8 @@ struct MPComm::Impl {
     Config config;
     int tcp_port = 0;
     std::unique_ptr<detail::Server> server;
+    // Sockets of handshakes in progress, woken by shutdown().
+    detail::SocketSet handshakes;
 
     detail::MemoryTable memory;
     detail::TransferTable transfers;
@@ -126,6 +167,11 @@ struct MPComm::Impl {
         std::lock_guard<std::mutex> lock(peers_mu);
         auto it = peers.find(host);
         return it == peers.end() ? nullptr : it->second;
+    }
+
+    // A handshake that failed because shutdown() cancelled it reports that.
+    int handshakeFailure(int rc) const {
+        return initialized.load() ? rc : MPCOMM_ERR_NOT_INITIALIZED;
     }
 
     TransferHandle submit(bool is_get, uintptr_t local, const std::string& host,
@@ -165,8 +211,12 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
                            << detail::kMaxRails;
         return MPCOMM_ERR_INVALID_ARG;
     }
-    auto server = std::make_unique<detail::Server>(
-        host_id, static_cast<uint32_t>(config.rails.size()), &impl_->memory);
+    detail::ServerOptions options;
+    options.rails = static_cast<uint32_t>(config.rails.size());
+    options.max_slice = config.max_transfer_size;
+    options.idle_timeout_ms = config.idle_timeout_ms;
+    auto server =
+        std::make_unique<detail::Server>(host_id, options, &impl_->memory);
     if (server->listen(tcp_port, &error) != MPCOMM_SUCCESS) {
         MPCOMM_LOG(kError) << "init: " << error;
         return MPCOMM_ERR_BIND;
@@ -175,6 +225,7 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
     impl_->config = config;
     impl_->tcp_port = tcp_port;
     impl_->server = std::move(server);
+    impl_->handshakes.reopen();
     impl_->initialized.store(true);
     std::string rails;
     for (const auto& rail : config.rails)
@@ -183,7 +234,11 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
                       << "', port " << tcp_port << ", rails [" << rails << "], "
                       << config.qps_per_connection
                       << " QP(s) per connection, max transfer "
-                      << config.max_transfer_size << " bytes";
+                      << config.max_transfer_size
+                      << " bytes, timeouts: progress "
+                      << config.progress_timeout_ms << " ms, handshake "
+                      << config.handshake_timeout_ms << " ms, idle "
+                      << config.idle_timeout_ms << " ms";
     return MPCOMM_SUCCESS;
 }
 
@@ -205,6 +260,8 @@ void MPComm::stopAcceptThread() {
 void MPComm::shutdown() {
     std::lock_guard<std::mutex> lock(impl_->state_mu);
     bool was_initialized = impl_->initialized.exchange(false);
+    // Handshakes on other threads give up now instead of at their timeout.
+    impl_->handshakes.cancelAll();
     if (impl_->server) {
         impl_->server->shutdown();
         impl_->server.reset();
@@ -252,35 +309,44 @@ int MPComm::connect(const std::string& host_id, const std::string& addr,
                            << port << " (expected 1-65535)";
         return MPCOMM_ERR_INVALID_ARG;
     }
-    int fd = -1;
+    const Config& config = impl_->config;
+    detail::TrackedSocket control;
     uint32_t peer_rails = 1;
-    int rc =
-        controlHandshake(impl_->host_id, host_id, addr, port, &fd, &peer_rails);
-    if (rc != MPCOMM_SUCCESS) return rc;
-    detail::closeSocket(fd);
+    int rc = controlHandshake(impl_->host_id, host_id, addr, port,
+                              config.handshake_timeout_ms, &impl_->handshakes,
+                              &control, &peer_rails);
+    if (rc != MPCOMM_SUCCESS) return impl_->handshakeFailure(rc);
+    control.close();
 
     auto peer = std::make_shared<Peer>();
     peer->host_id = host_id;
     peer->addr = addr;
     peer->port = port;
-    const Config& config = impl_->config;
     size_t rails = config.rails.size();
     size_t total = rails * static_cast<size_t>(config.qps_per_connection);
     for (size_t c = 0; c < total; ++c) {
         // Connection c leaves on local rail c % rails and lands on the
         // target rail of the same index, wrapping when the target has fewer
         // rails; its slices carry that target rail's key.
+        detail::DataConnParams params;
+        params.addr = addr;
+        params.port = port;
+        params.my_host = impl_->host_id;
+        params.expected_host = host_id;
+        params.rail = static_cast<uint32_t>((c % rails) % peer_rails);
+        params.qp = static_cast<uint32_t>(c / rails);
+        params.handshake_timeout_ms = config.handshake_timeout_ms;
+        params.progress_timeout_ms = config.progress_timeout_ms;
+        params.handshakes = &impl_->handshakes;
+        params.link = peer->link;
         std::string error;
-        auto remote_rail = static_cast<uint32_t>((c % rails) % peer_rails);
-        auto conn =
-            DataConn::open(addr, port, impl_->host_id, host_id, remote_rail,
-                           static_cast<uint32_t>(c / rails), &error);
+        auto conn = DataConn::open(params, &error);
         if (!conn) {
             MPCOMM_LOG(kError)
                 << "connect to '" << host_id << "' at " << addr << ":" << port
                 << ": data connection " << c << ": " << error;
             peer->closeAll();
-            return MPCOMM_ERR_CONNECT;
+            return impl_->handshakeFailure(MPCOMM_ERR_CONNECT);
         }
         peer->conns.push_back(std::move(conn));
     }
@@ -316,27 +382,16 @@ int MPComm::queryRemoteBuffer(const std::string& host_id,
                            << "' is not connected";
         return MPCOMM_ERR_UNKNOWN_HOST;
     }
-    int fd = -1;
+    const int timeout_ms = impl_->config.handshake_timeout_ms;
+    detail::TrackedSocket control;
     uint32_t peer_rails = 0;
-    int rc =
-        controlHandshake(impl_->host_id, host_id, addr, port, &fd, &peer_rails);
-    if (rc != MPCOMM_SUCCESS) return rc;
-    detail::FrameHeader request;
-    request.type = detail::MsgType::kQueryReq;
-    detail::FrameHeader reply;
-    std::string payload;
+    int rc = controlHandshake(impl_->host_id, host_id, addr, port, timeout_ms,
+                              &impl_->handshakes, &control, &peer_rails);
+    if (rc != MPCOMM_SUCCESS) return impl_->handshakeFailure(rc);
     std::vector<RemoteBufferEntry> entries;
-    bool ok = detail::sendFrame(fd, request) &&
-              detail::recvHeader(fd, &reply) &&
-              reply.type == detail::MsgType::kQueryResp &&
-              reply.status == MPCOMM_SUCCESS &&
-              reply.payload_len <= detail::kMaxQueryPayload;
-    if (ok) {
-        payload.resize(reply.payload_len);
-        ok = detail::recvAll(fd, &payload[0], payload.size()) &&
-             detail::decodeBufferList(payload, &entries);
-    }
-    detail::closeSocket(fd);
+    bool ok = queryBufferList(control.fd(), timeout_ms, &entries);
+    control.close();
+    if (!ok && !impl_->initialized.load()) return MPCOMM_ERR_NOT_INITIALIZED;
     if (!ok) {
         MPCOMM_LOG(kError) << "queryRemoteBuffer: bad or missing reply from '"
                            << host_id << "' at " << addr << ":" << port;
@@ -385,6 +440,8 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
             }
         }
     }
+    if (peer->link->failed.load(std::memory_order_acquire))
+        return transfers.createFailed(MPCOMM_ERR_CONNECTION_LOST);
     if (rkeys.empty() || peer->conns.empty())
         return transfers.createFailed(MPCOMM_ERR_REMOTE_ACCESS);
 

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "log.h"
@@ -19,24 +21,22 @@ namespace detail {
 
 namespace {
 
-// Ends a PUT or GET: logs a refusal and sends `reply` (kPutAck or
-// kGetDone) carrying the final status.
-bool finishRequest(int fd, const FrameHeader& request, const char* op,
-                   MsgType reply, int status) {
-    if (status != MPCOMM_SUCCESS)
-        MPCOMM_LOG(kDebug) << "refused " << op << " of " << request.length
-                           << " bytes at 0x" << std::hex << request.addr;
-    FrameHeader done;
-    done.type = reply;
-    done.seq = request.seq;
-    done.status = status;
-    return sendFrame(fd, done);
+RequestLimits limitsOf(const ServerOptions& options) {
+    RequestLimits limits;
+    limits.rails = options.rails;
+    limits.max_slice = options.max_slice;
+    return limits;
 }
 
 }  // namespace
 
-Server::Server(std::string host_id, uint32_t rails, MemoryTable* memory)
-    : host_id_(std::move(host_id)), rails_(rails), memory_(memory) {}
+Server::Server(std::string host_id, const ServerOptions& options,
+               MemoryTable* memory)
+    : host_id_(std::move(host_id)),
+      rails_(options.rails),
+      limits_(limitsOf(options)),
+      idle_timeout_ms_(options.idle_timeout_ms),
+      memory_(memory) {}
 
 Server::~Server() { shutdown(); }
 
@@ -94,29 +94,67 @@ void Server::shutdown() {
 }
 
 void Server::acceptLoop() {
+    int backoffs = 0;  // consecutive, so a shortage is reported once
     for (;;) {
         pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-        int ready = ::poll(fds, 2, -1);
+        int ready = ::poll(fds, 2, -1);  // stopAccepting() writes the pipe
         if (ready < 0 && errno == EINTR) continue;
         if (ready < 0 || (fds[1].revents & POLLIN)) return;
         if (!(fds[0].revents & POLLIN)) continue;
         int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) continue;
+        if (fd < 0) {
+            int err = errno;
+            // A client that gave up, or a signal: nothing to wait for.
+            if (err == EINTR || err == EAGAIN || err == ECONNABORTED) continue;
+            // EMFILE, ENFILE, ENOBUFS, ENOMEM and the unexpected: retrying at
+            // once would spin, since the connection stays queued until a
+            // descriptor (or memory) frees up.
+            if (!backOff(std::strerror(err), &backoffs)) return;
+            continue;
+        }
         // Acks and small replies must not wait out Nagle + delayed ACK.
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         reapFinished();
-        std::lock_guard<std::mutex> lock(conns_mu_);
-        if (closing_) {
-            closeSocket(fd);
+        bool started = false;
+        {
+            std::lock_guard<std::mutex> lock(conns_mu_);
+            if (closing_) {
+                closeSocket(fd);
+                return;
+            }
+            auto conn = std::make_unique<Conn>();
+            conn->fd = fd;
+            Conn* raw = conn.get();
+            try {
+                raw->thread = std::thread([this, raw] { serve(raw); });
+                conns_.push_back(std::move(conn));
+                started = true;
+            } catch (const std::system_error&) {
+                closeSocket(fd);
+            }
+        }
+        if (started) {
+            backoffs = 0;
+        } else if (!backOff("cannot start a connection thread", &backoffs)) {
             return;
         }
-        auto conn = std::make_unique<Conn>();
-        conn->fd = fd;
-        Conn* raw = conn.get();
-        conns_.push_back(std::move(conn));
-        raw->thread = std::thread([this, raw] { serve(raw); });
     }
+}
+
+bool Server::backOff(const char* why, int* backoffs) {
+    // Finished connections keep their descriptors until joined, and the
+    // next successful accept() would be the one to join them: do it now, or
+    // a listener out of descriptors never gets any back.
+    reapFinished();
+    if ((*backoffs)++ == 0)
+        MPCOMM_LOG(kWarn) << "accept: " << why
+                          << "; new connections wait until resources free up";
+    MPCOMM_LOG(kDebug) << "accept backoff #" << *backoffs << " ("
+                       << kAcceptBackoffMs << " ms): " << why;
+    pollfd wake{wake_pipe_[0], POLLIN, 0};
+    int ready = ::poll(&wake, 1, kAcceptBackoffMs);
+    return !(ready > 0 && (wake.revents & POLLIN));
 }
 
 void Server::reapFinished() {
@@ -142,36 +180,38 @@ void Server::reapFinished() {
 
 void Server::serve(Conn* conn) {
     int fd = conn->fd;
-    setIoTimeout(fd, kHandshakeTimeoutMs);
+    // An anonymous connection gets one idle period for its whole HELLO, so
+    // neither silence nor a trickle holds its thread longer.
+    Deadline hello_deadline = idleDeadline();
     FrameHeader hello;
     std::string peer;
-    bool ok = recvHeader(fd, &hello) && hello.type == MsgType::kHello &&
-              hello.payload_len > 0 && hello.payload_len <= kMaxHostIdLength;
+    bool ok =
+        readRequest(fd, ConnStage::kAwaitHello, hello_deadline, peer, &hello);
     if (ok) {
-        peer.resize(hello.payload_len);
-        ok = recvAll(fd, &peer[0], peer.size());
+        peer.resize(hello.payload_len);  // at most kMaxHostIdLength
+        ok = recvAll(fd, &peer[0], peer.size(), hello_deadline);
     }
-    bool is_data = hello.key == static_cast<uint32_t>(ConnKind::kData);
-    bool valid_kind =
-        is_data || hello.key == static_cast<uint32_t>(ConnKind::kControl);
+    ConnStage stage = ConnStage::kAwaitHello;
     if (ok) {
+        stage = stageAfterHello(hello, rails_);
+        bool accepted = stage != ConnStage::kAwaitHello;
         FrameHeader ack;
         ack.type = MsgType::kHelloAck;
         ack.length = rails_;
-        bool accepted = valid_kind && (!is_data || hello.addr < rails_);
         if (!accepted) ack.status = MPCOMM_ERR_PROTOCOL;
-        ok = sendFrame(fd, ack, host_id_.data(), host_id_.size()) && accepted;
+        ok = sendFrame(fd, ack, idleDeadline(), host_id_.data(),
+                       host_id_.size()) &&
+             accepted;
         if (!accepted)
             MPCOMM_LOG(kWarn) << "rejected HELLO from '" << peer << "' (kind "
                               << hello.key << ", rail " << hello.addr << ")";
     }
-    if (ok && is_data) {
+    if (ok && stage == ConnStage::kData) {
         MPCOMM_LOG(kDebug) << "data connection from '" << peer << "' rail "
                            << hello.addr << " qp " << hello.length;
-        setIoTimeout(fd, 0);
-        serveData(fd, static_cast<uint32_t>(hello.addr));
+        serveData(fd, static_cast<uint32_t>(hello.addr), peer);
     } else if (ok) {
-        serveControl(fd);
+        serveControl(fd, peer);
     }
     // Tell the peer at once; the descriptor itself is closed by whoever
     // joins this thread, so its number cannot be recycled under us.
@@ -179,11 +219,29 @@ void Server::serve(Conn* conn) {
     conn->finished.store(true, std::memory_order_release);
 }
 
-void Server::serveControl(int fd) {
+bool Server::readRequest(int fd, ConnStage stage, const Deadline& deadline,
+                         const std::string& peer, FrameHeader* header) {
+    uint8_t raw[kHeaderSize];
+    // Closed, idle past the deadline or trickling: nothing worth a log line.
+    if (!recvAll(fd, raw, kHeaderSize, deadline)) return false;
+    std::string why = "bad magic, version or type";
+    if (decodeHeader(raw, header) &&
+        checkRequest(stage, *header, limits_, &why))
+        return true;
+    // Before HELLO anyone (a port scanner) may speak: keep that quiet.
+    if (peer.empty())
+        MPCOMM_LOG(kDebug) << "closing a connection before HELLO: " << why;
+    else
+        MPCOMM_LOG(kWarn) << "closing connection from '" << peer
+                          << "': " << why;
+    return false;
+}
+
+void Server::serveControl(int fd, const std::string& peer) {
     FrameHeader request;
-    while (recvHeader(fd, &request)) {
-        if (request.type != MsgType::kQueryReq || request.payload_len != 0)
-            return;
+    // Each query must arrive within an idle period of the previous reply.
+    while (
+        readRequest(fd, ConnStage::kControl, idleDeadline(), peer, &request)) {
         std::string list = encodeBufferList(memory_->publishedList());
         FrameHeader reply;
         reply.type = MsgType::kQueryResp;
@@ -191,34 +249,41 @@ void Server::serveControl(int fd) {
             reply.status = MPCOMM_ERR_PROTOCOL;
             list.clear();
         }
-        if (!sendFrame(fd, reply, list.data(), list.size())) return;
+        if (!sendFrame(fd, reply, idleDeadline(), list.data(), list.size()))
+            return;
     }
 }
 
-void Server::serveData(int fd, uint32_t rail) {
-    FrameHeader request;
-    while (recvHeader(fd, &request)) {
-        bool keep = false;
-        if (request.type == MsgType::kPutReq)
-            keep = handlePut(fd, rail, request);
-        else if (request.type == MsgType::kGetReq)
-            keep = handleGet(fd, rail, request);
+void Server::serveData(int fd, uint32_t rail, const std::string& peer) {
+    for (;;) {
+        // A QP may idle between requests as long as its owner likes (the
+        // wait ends with the peer or with shutdown()); a request, once
+        // started, must arrive within the idle timeout.
+        if (!waitReady(fd, POLLIN, Deadline::never())) return;
+        FrameHeader request;
+        if (!readRequest(fd, ConnStage::kData, idleDeadline(), peer, &request))
+            return;
+        bool keep = request.type == MsgType::kPutReq
+                        ? handlePut(fd, rail, request)
+                        : handleGet(fd, rail, request);
         if (!keep) return;
     }
 }
 
 bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request) {
-    if (request.payload_len != request.length) return false;
-    // Key and range are checked before any byte is placed; each chunk is
-    // re-checked at copy time in case the buffer was unpublished meanwhile.
+    // checkRequest() bounded length by the slice size and made payload_len
+    // equal to it. Key and range are checked before any byte is placed; each
+    // chunk is re-checked at copy time in case the buffer was unpublished
+    // meanwhile.
     int status =
         memory_->checkAccess(request.addr, request.length, request.key, rail);
     std::vector<char> bounce(std::min<uint64_t>(request.length, kChunkSize));
     for (uint64_t offset = 0; offset < request.length;) {
         size_t chunk = std::min<uint64_t>(request.length - offset, kChunkSize);
         // The payload is drained even when refused, so the stream stays in
-        // step and the connection remains usable.
-        if (!recvAll(fd, bounce.data(), chunk)) return false;
+        // step and the connection remains usable; each chunk gets one idle
+        // period, so a trickling sender loses the connection.
+        if (!recvAll(fd, bounce.data(), chunk, idleDeadline())) return false;
         if (status == MPCOMM_SUCCESS)
             status = memory_->copyIn(request.addr + offset, bounce.data(),
                                      chunk, request.key, rail);
@@ -228,7 +293,6 @@ bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request) {
 }
 
 bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
-    if (request.payload_len != 0) return false;
     int status =
         memory_->checkAccess(request.addr, request.length, request.key, rail);
     std::vector<char> bounce;
@@ -244,10 +308,25 @@ bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
         data.type = MsgType::kGetData;
         data.seq = request.seq;
         data.addr = offset;
-        if (!sendFrame(fd, data, bounce.data(), chunk)) return false;
+        // A reader that stops reading loses the connection after one idle
+        // period instead of holding this thread in send() forever.
+        if (!sendFrame(fd, data, idleDeadline(), bounce.data(), chunk))
+            return false;
         offset += chunk;
     }
     return finishRequest(fd, request, "GET", MsgType::kGetDone, status);
+}
+
+bool Server::finishRequest(int fd, const FrameHeader& request, const char* op,
+                           MsgType reply, int status) {
+    if (status != MPCOMM_SUCCESS)
+        MPCOMM_LOG(kDebug) << "refused " << op << " of " << request.length
+                           << " bytes at 0x" << std::hex << request.addr;
+    FrameHeader done;
+    done.type = reply;
+    done.seq = request.seq;
+    done.status = status;
+    return sendFrame(fd, done, idleDeadline());
 }
 
 }  // namespace detail

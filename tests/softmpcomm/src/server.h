@@ -1,6 +1,14 @@
 // The target side: the handshake listener, its accept thread, and one
 // thread per accepted connection serving HELLO, QUERY and one-sided
 // PUT / GET requests against the MemoryTable.
+//
+// The listener trusts no client: each header is checked against its type's
+// real size before anything is allocated or read (wire.h checkRequest), a
+// connection that has not said HELLO, and a control connection, must
+// complete each frame within the idle timeout, every connection must
+// complete a started frame (or 256 KiB chunk) within it, and accept() backs
+// off instead of spinning when descriptors or memory run out. Threads are
+// therefore bounded by the process's descriptor limit.
 #pragma once
 
 #include <atomic>
@@ -16,9 +24,21 @@
 namespace mpcomm {
 namespace detail {
 
+// How long accept() waits before retrying after EMFILE / ENFILE / ENOBUFS /
+// ENOMEM or a failed thread start: long enough not to spin on a listen
+// queue it cannot drain, short enough to pick up a freed descriptor soon.
+constexpr int kAcceptBackoffMs = 100;
+
+struct ServerOptions {
+    uint32_t rails = 1;
+    uint64_t max_slice = kDefaultMaxTransferSize;  // largest PUT / GET
+    int idle_timeout_ms = kDefaultIdleTimeoutMs;
+};
+
 class Server {
  public:
-    Server(std::string host_id, uint32_t rails, MemoryTable* memory);
+    Server(std::string host_id, const ServerOptions& options,
+           MemoryTable* memory);
     ~Server();
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
@@ -39,16 +59,29 @@ class Server {
     };
 
     void acceptLoop();
+    // Waits kAcceptBackoffMs, or less when stopAccepting() wakes it; false
+    // when the loop must stop.
+    bool backOff(const char* why, int* backoffs);
     void reapFinished();
     void serve(Conn* conn);
-    void serveControl(int fd);
-    void serveData(int fd, uint32_t rail);
+    // Receives one header and checks it for `stage`; false (after a log line
+    // for a malformed one) when the connection must be closed. `peer` is
+    // empty before HELLO.
+    bool readRequest(int fd, ConnStage stage, const Deadline& deadline,
+                     const std::string& peer, FrameHeader* header);
+    void serveControl(int fd, const std::string& peer);
+    void serveData(int fd, uint32_t rail, const std::string& peer);
     // Each returns false when the connection must be closed.
     bool handlePut(int fd, uint32_t rail, const FrameHeader& request);
     bool handleGet(int fd, uint32_t rail, const FrameHeader& request);
+    bool finishRequest(int fd, const FrameHeader& request, const char* op,
+                       MsgType reply, int status);
+    Deadline idleDeadline() const { return Deadline::in(idle_timeout_ms_); }
 
     const std::string host_id_;
     const uint32_t rails_;
+    const RequestLimits limits_;
+    const int idle_timeout_ms_;
     MemoryTable* const memory_;
     int listen_fd_ = -1;
     int wake_pipe_[2] = {-1, -1};

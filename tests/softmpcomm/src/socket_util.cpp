@@ -7,10 +7,10 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace mpcomm {
@@ -43,6 +43,21 @@ bool resolveIpv4(const std::string& host, int port, sockaddr_in* out,
 
 }  // namespace
 
+Deadline Deadline::in(int timeout_ms) {
+    Deadline deadline;
+    deadline.never_ = false;
+    deadline.at_ = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    return deadline;
+}
+
+int Deadline::pollTimeoutMs() const {
+    if (never_) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(at_ - Clock::now())
+                    .count();
+    if (left <= 0) return 0;
+    return left > INT_MAX ? INT_MAX : static_cast<int>(left);
+}
+
 int listenTcp(int port, std::string* error) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -71,7 +86,7 @@ int listenTcp(int port, std::string* error) {
 }
 
 int connectTcp(const std::string& host, int port, int timeout_ms,
-               std::string* error) {
+               std::string* error, SocketSet* set) {
     sockaddr_in addr{};
     if (!resolveIpv4(host, port, &addr, error)) return -1;
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -79,71 +94,82 @@ int connectTcp(const std::string& host, int port, int timeout_ms,
         *error = "socket() failed: " + errnoText(errno);
         return -1;
     }
-    // Non-blocking connect + poll bounds the wait for an unreachable peer.
-    int flags = ::fcntl(fd, F_GETFL, 0);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
     std::string where = host + ":" + std::to_string(port);
-    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    if (rc != 0 && errno != EINPROGRESS) {
-        *error = "connect to " + where + " failed: " + errnoText(errno);
+    if (set != nullptr && !set->add(fd)) {
+        *error = "connect to " + where + " abandoned: shutting down";
         ::close(fd);
         return -1;
     }
+    auto fail = [&](const std::string& why) {
+        *error = "connect to " + where + " " + why;
+        if (set != nullptr) set->remove(fd);
+        ::close(fd);
+        return -1;
+    };
+    // Non-blocking connect + poll bounds the wait for an unreachable peer.
+    int flags = ::fcntl(fd, F_GETFL, 0);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    if (rc != 0 && errno != EINPROGRESS)
+        return fail("failed: " + errnoText(errno));
     if (rc != 0) {
-        pollfd pfd{fd, POLLOUT, 0};
-        int ready;
-        do {
-            ready = ::poll(&pfd, 1, timeout_ms);
-        } while (ready < 0 && errno == EINTR);
-        if (ready <= 0) {
-            *error = "connect to " + where + " timed out after " +
-                     std::to_string(timeout_ms) + " ms";
-            ::close(fd);
-            return -1;
-        }
+        if (!waitReady(fd, POLLOUT, Deadline::in(timeout_ms)))
+            return fail("timed out after " + std::to_string(timeout_ms) +
+                        " ms");
         int so_error = 0;
         socklen_t len = sizeof(so_error);
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
-        if (so_error != 0) {
-            *error = "connect to " + where + " failed: " + errnoText(so_error);
-            ::close(fd);
-            return -1;
-        }
+        if (so_error != 0) return fail("failed: " + errnoText(so_error));
     }
+    if (set != nullptr && set->cancelled())
+        return fail("abandoned: shutting down");
     ::fcntl(fd, F_SETFL, flags);
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
 }
 
-void setIoTimeout(int fd, int timeout_ms) {
-    timeval tv{};
-    tv.tv_sec = timeout_ms / 1000;
-    tv.tv_usec = (timeout_ms % 1000) * 1000;
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+bool waitReady(int fd, short events, const Deadline& deadline) {
+    for (;;) {
+        pollfd pfd{fd, events, 0};
+        int ready = ::poll(&pfd, 1, deadline.pollTimeoutMs());
+        if (ready > 0) return true;  // errors and hang-ups surface in the I/O
+        if (ready == 0) return false;
+        if (errno != EINTR) return false;
+    }
 }
 
-bool sendAll(int fd, const void* data, size_t length) {
+bool sendAll(int fd, const void* data, size_t length,
+             const Deadline& deadline) {
     const char* cursor = static_cast<const char*>(data);
     while (length > 0) {
-        ssize_t sent = ::send(fd, cursor, length, MSG_NOSIGNAL);
+        ssize_t sent = ::send(fd, cursor, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent > 0) {
+            cursor += sent;
+            length -= static_cast<size_t>(sent);
+            continue;
+        }
         if (sent < 0 && errno == EINTR) continue;
-        if (sent <= 0) return false;
-        cursor += sent;
-        length -= static_cast<size_t>(sent);
+        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return false;
+        if (!waitReady(fd, POLLOUT, deadline)) return false;
     }
     return true;
 }
 
-bool recvAll(int fd, void* data, size_t length) {
+bool recvAll(int fd, void* data, size_t length, const Deadline& deadline) {
     char* cursor = static_cast<char*>(data);
     while (length > 0) {
-        ssize_t got = ::recv(fd, cursor, length, 0);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return false;
-        cursor += got;
-        length -= static_cast<size_t>(got);
+        ssize_t got = ::recv(fd, cursor, length, MSG_DONTWAIT);
+        if (got > 0) {
+            cursor += got;
+            length -= static_cast<size_t>(got);
+            continue;
+        }
+        if (got == 0) return false;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+        if (!waitReady(fd, POLLIN, deadline)) return false;
     }
     return true;
 }
@@ -155,6 +181,45 @@ void shutdownSocket(int fd) {
 void closeSocket(int fd) {
     if (fd >= 0) ::close(fd);
 }
+
+bool SocketSet::add(int fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) return false;
+    fds_.insert(fd);
+    return true;
+}
+
+void SocketSet::remove(int fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fds_.erase(fd);
+}
+
+void SocketSet::cancelAll() {
+    // Under the lock: a member cannot be closed (its owner must remove it
+    // first), so every number shut down here is still the member's.
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    for (int fd : fds_) shutdownSocket(fd);
+}
+
+void SocketSet::reopen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = false;
+}
+
+bool SocketSet::cancelled() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cancelled_;
+}
+
+int TrackedSocket::release() {
+    if (set_ != nullptr && fd_ >= 0) set_->remove(fd_);
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+void TrackedSocket::close() { closeSocket(release()); }
 
 }  // namespace detail
 }  // namespace mpcomm

@@ -78,6 +78,46 @@ TEST(SoftMpcommConfig, ValidOverridesAreTaken) {
     EXPECT_EQ(config.max_transfer_size, 65536u);
 }
 
+TEST(SoftMpcommConfig, TimeoutKnobsDefault) {
+    ScopedEnv progress("SOFTMPCOMM_PROGRESS_TIMEOUT_MS", nullptr);
+    ScopedEnv handshake("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS", nullptr);
+    ScopedEnv idle("SOFTMPCOMM_IDLE_TIMEOUT_MS", nullptr);
+    detail::Config config;
+    std::string error;
+    ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+    EXPECT_EQ(config.progress_timeout_ms, 4000);
+    EXPECT_EQ(config.handshake_timeout_ms, 5000);
+    EXPECT_EQ(config.idle_timeout_ms, 30000);
+}
+
+TEST(SoftMpcommConfig, TimeoutKnobsAreTaken) {
+    ScopedEnv progress("SOFTMPCOMM_PROGRESS_TIMEOUT_MS", "1");
+    ScopedEnv handshake("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS", "250");
+    ScopedEnv idle("SOFTMPCOMM_IDLE_TIMEOUT_MS", "86400000");
+    detail::Config config;
+    std::string error;
+    ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+    EXPECT_EQ(config.progress_timeout_ms, 1);
+    EXPECT_EQ(config.handshake_timeout_ms, 250);
+    EXPECT_EQ(config.idle_timeout_ms, 86400000);
+}
+
+TEST(SoftMpcommConfig, BadTimeoutsAreRejectedNamingVariableAndValue) {
+    for (const char* name :
+         {"SOFTMPCOMM_PROGRESS_TIMEOUT_MS", "SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS",
+          "SOFTMPCOMM_IDLE_TIMEOUT_MS"}) {
+        for (const char* bad : {"0", "-5", "abc", "10ms", "", "86400001"}) {
+            ScopedEnv knob(name, bad);
+            detail::Config config;
+            std::string error;
+            EXPECT_FALSE(detail::loadConfig("", &config, &error))
+                << name << "=" << bad;
+            EXPECT_EQ(error, std::string("invalid ") + name + "='" + bad +
+                                 "' (expected an integer in [1, 86400000])");
+        }
+    }
+}
+
 TEST(SoftMpcommInit, PortZeroAndOutOfRangeFail) {
     MPComm comm;
     EXPECT_EQ(comm.init("a", "", 0), MPCOMM_ERR_INVALID_ARG);
@@ -106,6 +146,20 @@ TEST(SoftMpcommInit, BadMaxTransferSizeFailsInit) {
     ScopedEnv size("MPCOMM_MAX_RDMA_TRANSFER_SIZE", "lots");
     MPComm comm;
     EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+}
+
+TEST(SoftMpcommInit, BadTimeoutKnobsFailInit) {
+    for (const char* name :
+         {"SOFTMPCOMM_PROGRESS_TIMEOUT_MS", "SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS",
+          "SOFTMPCOMM_IDLE_TIMEOUT_MS"}) {
+        for (const char* bad : {"0", "-1", "soon"}) {
+            ScopedEnv knob(name, bad);
+            MPComm comm;
+            EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG)
+                << name << "=" << bad;
+            EXPECT_EQ(comm.getTcpPort(), 0);
+        }
+    }
 }
 
 TEST(SoftMpcommInit, EmptyHostIdAndSecondInitFail) {

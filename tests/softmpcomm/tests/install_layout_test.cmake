@@ -1,7 +1,8 @@
 # ctest driver (cmake -P): installs the build into a scratch prefix, checks
 # the layout the real libmpcomm has, then builds and runs a consumer through
 # find_package and checks that another major version is refused.
-# Inputs: BUILD_DIR, WORK_DIR, CONSUMER_DIR.
+# Inputs: BUILD_DIR, WORK_DIR, CONSUMER_DIR, CONSUMER_CXX_FLAGS (the build's
+# own flags: a consumer of a sanitized library must be sanitized too).
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 
@@ -36,7 +37,8 @@ foreach(pair "libmpcomm.so=libmpcomm.so.1" "libmpcomm.so.1=libmpcomm.so.1.4.0")
 endforeach()
 
 run(${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer"
-    -DCMAKE_PREFIX_PATH=${prefix} -DREQUESTED_VERSION=1.4)
+    -DCMAKE_PREFIX_PATH=${prefix} -DREQUESTED_VERSION=1.4
+    "-DCMAKE_CXX_FLAGS=${CONSUMER_CXX_FLAGS}")
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer")
 run("${WORK_DIR}/consumer/mpcomm_consumer")
 

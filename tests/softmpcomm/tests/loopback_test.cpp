@@ -15,20 +15,11 @@ namespace {
 using namespace mpcomm;
 using mpcomm_test::finish;
 using mpcomm_test::initOnFreePort;
+using mpcomm_test::pattern;
 using mpcomm_test::ScopedEnv;
 
 constexpr size_t kGuard = 4096;
 constexpr uint8_t kGuardByte = 0xEE;
-
-std::vector<uint8_t> pattern(size_t length, uint32_t seed) {
-    std::vector<uint8_t> bytes(length);
-    uint32_t x = seed * 2654435761u + 1;
-    for (auto& b : bytes) {
-        x = x * 1103515245u + 12345u;
-        b = static_cast<uint8_t>(x >> 16);
-    }
-    return bytes;
-}
 
 // "target" publishes `window` bytes framed by unpublished (but registered)
 // guard bytes; "initiator" has registered source and sink buffers.

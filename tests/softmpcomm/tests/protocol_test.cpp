@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <utility>
 #include <vector>
 
 #include "mpcomm.h"
+#include "raw_peer.h"
 #include "socket_util.h"
 #include "test_util.h"
 
@@ -16,7 +20,15 @@ namespace {
 
 using namespace mpcomm;
 using namespace mpcomm::detail;
+using mpcomm_test::closedByPeer;
 using mpcomm_test::initOnFreePort;
+using mpcomm_test::msSince;
+using mpcomm_test::rawConnect;
+using mpcomm_test::rawDeadline;
+using mpcomm_test::rawHello;
+using mpcomm_test::rawPut;
+using mpcomm_test::rawQuery;
+using mpcomm_test::ScopedEnv;
 
 class RawPeer : public ::testing::Test {
  protected:
@@ -29,7 +41,11 @@ class RawPeer : public ::testing::Test {
                   MPCOMM_SUCCESS);
         // Only the middle page is published.
         ASSERT_EQ(target_.publishBuffer(page(), 4096, 0), MPCOMM_SUCCESS);
-        keys_ = queryKeys();
+        std::vector<RemoteBufferEntry> entries;
+        std::string error;
+        ASSERT_TRUE(rawQuery(port_, &entries, &error)) << error;
+        ASSERT_EQ(entries.size(), 1u);
+        keys_ = entries[0].rkeys;
         ASSERT_EQ(keys_.size(), 2u);
     }
     void TearDown() override {
@@ -41,65 +57,17 @@ class RawPeer : public ::testing::Test {
 
     int open() {
         std::string error;
-        int fd = connectTcp("127.0.0.1", port_, kHandshakeTimeoutMs, &error);
+        int fd = rawConnect(port_, &error);
         EXPECT_GE(fd, 0) << error;
-        setIoTimeout(fd, kHandshakeTimeoutMs);
         fds_.push_back(fd);
         return fd;
     }
 
-    std::vector<uint32_t> queryKeys() {
-        int fd = open();
-        std::string peer, error;
-        uint32_t rails = 0;
-        EXPECT_TRUE(clientHello(fd, ConnKind::kControl, "raw", 0, 0, &peer,
-                                &rails, &error))
-            << error;
-        EXPECT_EQ(peer, "target");
-        EXPECT_EQ(rails, 2u);
-        FrameHeader request;
-        request.type = MsgType::kQueryReq;
-        EXPECT_TRUE(sendFrame(fd, request));
-        FrameHeader reply;
-        EXPECT_TRUE(recvHeader(fd, &reply));
-        std::string payload(reply.payload_len, '\0');
-        EXPECT_TRUE(recvAll(fd, &payload[0], payload.size()));
-        std::vector<RemoteBufferEntry> entries;
-        EXPECT_TRUE(decodeBufferList(payload, &entries));
-        EXPECT_EQ(entries.size(), 1u);
-        return entries.empty() ? std::vector<uint32_t>{} : entries[0].rkeys;
-    }
-
     int openData(uint32_t rail) {
         int fd = open();
-        std::string peer, error;
-        uint32_t rails = 0;
-        EXPECT_TRUE(clientHello(fd, ConnKind::kData, "raw", rail, 0, &peer,
-                                &rails, &error))
-            << error;
+        std::string error;
+        EXPECT_TRUE(rawHello(fd, ConnKind::kData, rail, &error)) << error;
         return fd;
-    }
-
-    int rawPut(int fd, uint64_t addr, uint32_t key, uint8_t fill,
-               size_t length) {
-        std::vector<uint8_t> data(length, fill);
-        FrameHeader request;
-        request.type = MsgType::kPutReq;
-        request.seq = 7;
-        request.addr = addr;
-        request.length = length;
-        request.key = key;
-        if (!sendFrame(fd, request, data.data(), data.size())) return 1;
-        FrameHeader ack;
-        if (!recvHeader(fd, &ack) || ack.type != MsgType::kPutAck ||
-            ack.seq != 7)
-            return 2;
-        return ack.status;
-    }
-
-    bool closedByPeer(int fd) {
-        char byte;
-        return !recvAll(fd, &byte, 1);
     }
 
     MPComm target_;
@@ -150,9 +118,9 @@ TEST_F(RawPeer, RangesOutsideThePublishedPageAreRefused) {
     get.addr = pageAddr() + 4000;
     get.length = 200;
     get.key = keys_[0];
-    ASSERT_TRUE(sendFrame(fd, get));
+    ASSERT_TRUE(sendFrame(fd, get, rawDeadline()));
     FrameHeader reply;
-    ASSERT_TRUE(recvHeader(fd, &reply));
+    ASSERT_TRUE(recvHeader(fd, &reply, rawDeadline()));
     EXPECT_EQ(reply.type, MsgType::kGetDone);
     EXPECT_EQ(reply.seq, 9u);
     EXPECT_EQ(reply.status, MPCOMM_ERR_REMOTE_ACCESS);
@@ -162,7 +130,7 @@ TEST_F(RawPeer, RangesOutsideThePublishedPageAreRefused) {
 TEST_F(RawPeer, BadMagicClosesTheConnection) {
     int fd = openData(0);
     std::vector<uint8_t> junk(kHeaderSize, 0x42);
-    ASSERT_TRUE(sendAll(fd, junk.data(), junk.size()));
+    ASSERT_TRUE(sendAll(fd, junk.data(), junk.size(), rawDeadline()));
     EXPECT_TRUE(closedByPeer(fd));
 }
 
@@ -173,17 +141,15 @@ TEST_F(RawPeer, PutWhosePayloadDisagreesWithItsLengthClosesTheConnection) {
     request.addr = pageAddr();
     request.length = 4096;
     request.key = keys_[0];
-    ASSERT_TRUE(sendFrame(fd, request, "abcd", 4));
+    ASSERT_TRUE(sendFrame(fd, request, rawDeadline(), "abcd", 4));
     EXPECT_TRUE(closedByPeer(fd));
     EXPECT_EQ(page()[0], 0);
 }
 
 TEST_F(RawPeer, DataHelloOnARailTheTargetLacksIsRefused) {
     int fd = open();
-    std::string peer, error;
-    uint32_t rails = 0;
-    EXPECT_FALSE(
-        clientHello(fd, ConnKind::kData, "raw", 2, 0, &peer, &rails, &error));
+    std::string error;
+    EXPECT_FALSE(rawHello(fd, ConnKind::kData, 2, &error));
     EXPECT_NE(error.find("refused"), std::string::npos) << error;
 }
 
@@ -194,7 +160,7 @@ TEST_F(RawPeer, OversizedHostIdIsNotAnswered) {
     hello.payload_len = 1ull << 40;
     uint8_t raw[kHeaderSize];
     encodeHeader(hello, raw);
-    ASSERT_TRUE(sendAll(fd, raw, sizeof(raw)));
+    ASSERT_TRUE(sendAll(fd, raw, sizeof(raw), rawDeadline()));
     EXPECT_TRUE(closedByPeer(fd));
 }
 
@@ -220,9 +186,43 @@ TEST(SoftMpcommWire, BufferListRoundTripsAndRejectsTruncation) {
     EXPECT_FALSE(decodeBufferList(wire + "x", &back));
 }
 
+// The fuzzer's seeds (fuzz/make_corpus.py encodes them independently of
+// the C++ codec) walked by the decoder it drives: how many frames each side
+// accepts before refusing, plus one for a whole valid buffer list.
+TEST(SoftMpcommWire, DecoderAcceptsExactlyTheValidFramesOfEachSeed) {
+    const std::vector<std::pair<std::string, size_t>> seeds = {
+        {"valid_control_hello_query", 2},  // HELLO, QUERY_REQ
+        {"valid_data_put_get", 3},         // HELLO, PUT_REQ, GET_REQ
+        {"valid_reply_query", 3},  // ACK + QUERY_RESP; ACK as data reply
+        {"valid_reply_data", 5},   // ACK as control; ACK + 3 data replies
+        {"valid_buffer_list", 1},  // the list itself
+        {"bad_magic", 0},
+        {"bad_version", 0},
+        {"truncated_header", 0},
+        {"truncated_host_id", 0},
+        {"hello_huge_host_id", 0},
+        {"hello_bad_rail", 0},
+        {"query_with_payload", 1},   // its HELLO only
+        {"put_over_slice", 1},       // its HELLO only
+        {"get_data_over_chunk", 2},  // its HELLO_ACK, on either walk
+        {"truncated_buffer_list", 0},
+    };
+    for (const auto& seed : seeds) {
+        std::string path =
+            std::string(SOFTMPCOMM_CORPUS_DIR) + "/" + seed.first;
+        std::ifstream in(path, std::ios::binary);
+        ASSERT_TRUE(in) << path;
+        std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+        EXPECT_EQ(runWireDecoder(bytes.data(), bytes.size()), seed.second)
+            << seed.first;
+    }
+}
+
 TEST(SoftMpcommTimeouts, SilentListenerFailsConnectInsteadOfHanging) {
     // Something listens (the kernel completes the TCP handshake) but never
-    // speaks: connect() must give up after its handshake timeout.
+    // speaks: connect() gives up after SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS.
+    ScopedEnv handshake("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS", "300");
     int silent = -1;
     int port = 0;
     std::string error;
@@ -233,11 +233,17 @@ TEST(SoftMpcommTimeouts, SilentListenerFailsConnectInsteadOfHanging) {
     ASSERT_GE(silent, 0) << error;
     MPComm comm;
     ASSERT_GT(initOnFreePort(comm, "a", ""), 0);
+    auto start = std::chrono::steady_clock::now();
     EXPECT_EQ(comm.connect("silent", "127.0.0.1", port), MPCOMM_ERR_CONNECT);
+    EXPECT_GE(msSince(start), 300);
+    RemoteBufferInfo info;
+    EXPECT_EQ(comm.queryRemoteBuffer("silent", "127.0.0.1", port, info),
+              MPCOMM_ERR_UNKNOWN_HOST);
     closeSocket(silent);
 }
 
 TEST(SoftMpcommTimeouts, UnroutableAddressFailsWithinTheConnectTimeout) {
+    ScopedEnv handshake("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS", "300");
     MPComm comm;
     ASSERT_GT(initOnFreePort(comm, "a", ""), 0);
     // 192.0.2.0/24 is TEST-NET-1: never routed, so this either fails at

@@ -1,13 +1,18 @@
 // Helpers shared by the softmpcomm suites: collision-free ports, scoped
-// environment variables and bounded waits on transfers.
+// environment variables, test patterns and bounded waits on transfers,
+// pipes and threads.
 #pragma once
 
+#include <dirent.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mpcomm.h"
 
@@ -78,6 +83,50 @@ inline mpcomm::TransferResult finish(mpcomm::MPComm& comm,
     result = comm.getTransferResult(h);
     comm.releaseTransfer(h);
     return result;
+}
+
+// A reproducible byte pattern; different seeds give different bytes.
+inline std::vector<uint8_t> pattern(size_t length, uint32_t seed) {
+    std::vector<uint8_t> bytes(length);
+    uint32_t x = seed * 2654435761u + 1;
+    for (auto& b : bytes) {
+        x = x * 1103515245u + 12345u;
+        b = static_cast<uint8_t>(x >> 16);
+    }
+    return bytes;
+}
+
+// Reads exactly `length` bytes from a pipe or socket, waiting at most
+// timeout_ms for each part; false on timeout, error or end of file.
+inline bool readWithDeadline(int fd, void* out, size_t length, int timeout_ms) {
+    char* cursor = static_cast<char*>(out);
+    while (length > 0) {
+        pollfd pfd{fd, POLLIN, 0};
+        if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
+        ssize_t got = ::read(fd, cursor, length);
+        if (got <= 0) return false;
+        cursor += got;
+        length -= static_cast<size_t>(got);
+    }
+    return true;
+}
+
+// Threads of this process right now (tasks under /proc/self/task).
+inline int threadCount() {
+    int count = 0;
+    DIR* dir = ::opendir("/proc/self/task");
+    if (dir == nullptr) return -1;
+    while (dirent* entry = ::readdir(dir))
+        if (entry->d_name[0] != '.') ++count;
+    ::closedir(dir);
+    return count;
+}
+
+// Milliseconds since `start` on the steady clock.
+inline int64_t msSince(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - start)
+        .count();
 }
 
 }  // namespace mpcomm_test

@@ -17,32 +17,11 @@ namespace {
 using namespace mpcomm;
 using mpcomm_test::finish;
 using mpcomm_test::initOnFreePort;
+using mpcomm_test::pattern;
+using mpcomm_test::readWithDeadline;
 using mpcomm_test::ScopedEnv;
 
 constexpr size_t kHalf = 1u << 20;
-
-std::vector<uint8_t> pattern(size_t length, uint32_t seed) {
-    std::vector<uint8_t> bytes(length);
-    uint32_t x = seed * 2654435761u + 1;
-    for (auto& b : bytes) {
-        x = x * 1103515245u + 12345u;
-        b = static_cast<uint8_t>(x >> 16);
-    }
-    return bytes;
-}
-
-bool readWithDeadline(int fd, void* out, size_t length, int timeout_ms) {
-    char* cursor = static_cast<char*>(out);
-    while (length > 0) {
-        pollfd pfd{fd, POLLIN, 0};
-        if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
-        ssize_t got = ::read(fd, cursor, length);
-        if (got <= 0) return false;
-        cursor += got;
-        length -= static_cast<size_t>(got);
-    }
-    return true;
-}
 
 // The target: publishes [pattern(3) | zeros], announces its port, then on
 // 'V' checks that the second half holds pattern(5) and answers '1' or '0'.
