@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "log_capture.h"
@@ -34,7 +35,16 @@ constexpr int64_t kCacheTtlMs = 1000;
 constexpr auto kRecoveryBound =
     std::chrono::milliseconds(kCacheTtlMs + kConnectTimeoutMs + 3000);
 
-int basePort() { return 31000 + (getpid() % 8000) * 4; }
+// Four ports per test (RPC, two target MPComm ports, initiator MPComm), a
+// fresh block for each test of this process: a test that abandons a stuck
+// handshake leaves its MPComm instance, and its port, to the process.
+int basePort() {
+    static const int process_base = 31000 + (getpid() % 1000) * 32;
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    static std::map<std::string, int> index;
+    auto it = index.emplace(info ? info->name() : "", int(index.size())).first;
+    return process_base + (it->second % 8) * 4;
+}
 
 // A target engine in a child process, on a fixed RPC port (so a restart
 // keeps its segment name) and MPComm port. It serves one kBufferSize buffer
@@ -90,7 +100,10 @@ class TargetProcess {
         return line;
     }
 
-    void signal(int sig) { kill(pid_, sig); }
+    // SIGSTOP/SIGCONT and wait until the child is stopped/continued: kill()
+    // returns before the signal takes effect.
+    void stop() { signalAndWait(SIGSTOP, WUNTRACED); }
+    void resume() { signalAndWait(SIGCONT, WCONTINUED); }
 
     void killNow() {
         if (pid_ <= 0) return;
@@ -103,6 +116,12 @@ class TargetProcess {
     ~TargetProcess() { killNow(); }
 
  private:
+    void signalAndWait(int sig, int option) {
+        kill(pid_, sig);
+        int status = 0;
+        waitpid(pid_, &status, option);
+    }
+
     [[noreturn]] static void serve(int rpc_port, int mpcomm_port, int report_fd,
                                    int command_fd) {
         setenv("MPCOMM_TCP_PORT", std::to_string(mpcomm_port).c_str(), 1);
@@ -261,16 +280,17 @@ TEST_F(MpcommRecoveryTest, AStoppedPeerFailsOnlyItsTasksMidTransfer) {
     TargetProcess a, b;
     std::string name_a, name_b;
     uint64_t base_a = 0, base_b = 0;
-    startTarget(a, basePort(), basePort() + 1, name_a, base_a);
-    startTarget(b, 0, basePort() + 2, name_b, base_b);
-    startInitiator();
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(a, basePort(), basePort() + 1, name_a, base_a));
+    ASSERT_NO_FATAL_FAILURE(startTarget(b, 0, basePort() + 2, name_b, base_b));
+    ASSERT_NO_FATAL_FAILURE(startInitiator());
     SegmentID id_a = 0, id_b = 0;
     ASSERT_TRUE(engine_->openSegment(id_a, name_a).ok());
     ASSERT_TRUE(engine_->openSegment(id_b, name_b).ok());
     ASSERT_TRUE(roundTrip(id_a, base_a, 1));  // both connected
     ASSERT_TRUE(roundTrip(id_b, base_b, 2));
 
-    a.signal(SIGSTOP);
+    a.stop();
     constexpr size_t kLen = 2u << 20;
     auto started = Clock::now();
     auto states = run({request(Request::WRITE, id_a, base_a, 0, kLen),
@@ -280,7 +300,7 @@ TEST_F(MpcommRecoveryTest, AStoppedPeerFailsOnlyItsTasksMidTransfer) {
     EXPECT_EQ(states[1].s, COMPLETED);
     // softmpcomm's no-progress bound (1000 ms here) plus scheduling.
     EXPECT_LT(took, std::chrono::milliseconds(1000 + 4000));
-    a.signal(SIGCONT);
+    a.resume();
 }
 
 TEST_F(MpcommRecoveryTest, AStoppedPeersHandshakeIsBoundedAndSoIsTeardown) {
@@ -290,14 +310,16 @@ TEST_F(MpcommRecoveryTest, AStoppedPeersHandshakeIsBoundedAndSoIsTeardown) {
     TargetProcess a, b;
     std::string name_a, name_b;
     uint64_t base_a = 0, base_b = 0;
-    startTarget(a, basePort(), basePort() + 1, name_a, base_a);
-    startTarget(b, 0, basePort() + 2, name_b, base_b);
-    startInitiator(/*preconnect=*/false, /*cache_ttl_ms=*/60000);
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(a, basePort(), basePort() + 1, name_a, base_a));
+    ASSERT_NO_FATAL_FAILURE(startTarget(b, 0, basePort() + 2, name_b, base_b));
+    ASSERT_NO_FATAL_FAILURE(
+        startInitiator(/*preconnect=*/false, /*cache_ttl_ms=*/60000));
     SegmentID id_a = 0, id_b = 0;
     ASSERT_TRUE(engine_->openSegment(id_a, name_a).ok());
     ASSERT_TRUE(engine_->openSegment(id_b, name_b).ok());
 
-    a.signal(SIGSTOP);
+    a.stop();
     LogCapture logs;
     auto started = Clock::now();
     auto states = run({request(Request::WRITE, id_a, base_a, 0, 4096),
@@ -321,7 +343,7 @@ TEST_F(MpcommRecoveryTest, AStoppedPeersHandshakeIsBoundedAndSoIsTeardown) {
               std::chrono::milliseconds(kConnectTimeoutMs + 3000));
     EXPECT_EQ(logs.countContaining("uninstall abandons 1 MPComm handshake(s)"),
               1);
-    a.signal(SIGCONT);
+    a.resume();
     unsetenv("SOFTMPCOMM_HANDSHAKE_TIMEOUT_MS");
 }
 
@@ -340,6 +362,9 @@ TEST_F(MpcommRecoveryTest, AListenerThatNeverAnswersFailsWithinTheBound) {
     getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
     std::vector<int> accepted;
     std::thread acceptor([&] {
+        // Bounded, so a test that fails early cannot hang on the join.
+        pollfd pfd{silent, POLLIN, 0};
+        if (poll(&pfd, 1, 20000) != 1) return;
         int fd = accept(silent, nullptr, nullptr);
         if (fd >= 0) accepted.push_back(fd);
     });
@@ -362,7 +387,7 @@ TEST_F(MpcommRecoveryTest, AListenerThatNeverAnswersFailsWithinTheBound) {
                     })
                     .ok());
 
-    startInitiator(/*preconnect=*/false);
+    ASSERT_NO_FATAL_FAILURE(startInitiator(/*preconnect=*/false));
     SegmentID id = 0;
     ASSERT_TRUE(engine_->openSegment(id, fake_name).ok());
     auto started = Clock::now();
@@ -388,14 +413,16 @@ TEST_F(MpcommRecoveryTest, AKilledPeerRestartedOnTheSamePortsIsUsedAgain) {
     TargetProcess target;
     std::string name, restarted_name;
     uint64_t base = 0, new_base = 0;
-    startTarget(target, basePort(), basePort() + 1, name, base);
-    startInitiator();
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(target, basePort(), basePort() + 1, name, base));
+    ASSERT_NO_FATAL_FAILURE(startInitiator());
     SegmentID id = 0;
     ASSERT_TRUE(engine_->openSegment(id, name).ok());
     ASSERT_TRUE(roundTrip(id, base, 3));
 
     target.killNow();
-    startTarget(target, basePort(), basePort() + 1, restarted_name, new_base);
+    ASSERT_NO_FATAL_FAILURE(startTarget(target, basePort(), basePort() + 1,
+                                        restarted_name, new_base));
     ASSERT_EQ(restarted_name, name);
     auto took = recover(id, new_base, 4);
     EXPECT_LT(took, kRecoveryBound);
@@ -406,14 +433,16 @@ TEST_F(MpcommRecoveryTest, AKilledPeerRestartedOnAnotherMpcommPortIsUsedAgain) {
     TargetProcess target;
     std::string name, restarted_name;
     uint64_t base = 0, new_base = 0;
-    startTarget(target, basePort(), basePort() + 1, name, base);
-    startInitiator();
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(target, basePort(), basePort() + 1, name, base));
+    ASSERT_NO_FATAL_FAILURE(startInitiator());
     SegmentID id = 0;
     ASSERT_TRUE(engine_->openSegment(id, name).ok());
     ASSERT_TRUE(roundTrip(id, base, 6));
 
     target.killNow();
-    startTarget(target, basePort(), basePort() + 2, restarted_name, new_base);
+    ASSERT_NO_FATAL_FAILURE(startTarget(target, basePort(), basePort() + 2,
+                                        restarted_name, new_base));
     ASSERT_EQ(restarted_name, name);
     auto took = recover(id, new_base, 7);
     EXPECT_LT(took, kRecoveryBound);
@@ -424,10 +453,12 @@ TEST_F(MpcommRecoveryTest, MemoryRegisteredAgainIsServedWithFreshKeys) {
     TargetProcess target;
     std::string name;
     uint64_t base = 0;
-    startTarget(target, basePort(), basePort() + 1, name, base);
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(target, basePort(), basePort() + 1, name, base));
     // A zero TTL reads the descriptor per submission: the new epoch is seen
     // by the very next transfer.
-    startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/0);
+    ASSERT_NO_FATAL_FAILURE(
+        startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/0));
     SegmentID id = 0;
     ASSERT_TRUE(engine_->openSegment(id, name).ok());
     ASSERT_TRUE(roundTrip(id, base, 9));
@@ -441,8 +472,10 @@ TEST_F(MpcommRecoveryTest, MemoryRegisteredAgainRecoversWithACachedDescriptor) {
     TargetProcess target;
     std::string name;
     uint64_t base = 0;
-    startTarget(target, basePort(), basePort() + 1, name, base);
-    startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/60000);
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(target, basePort(), basePort() + 1, name, base));
+    ASSERT_NO_FATAL_FAILURE(
+        startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/60000));
     SegmentID id = 0;
     ASSERT_TRUE(engine_->openSegment(id, name).ok());
     ASSERT_TRUE(roundTrip(id, base, 12));
@@ -460,7 +493,8 @@ TEST_F(MpcommRecoveryTest, InstallUninstallInstallWithTheRealProvider) {
     TargetProcess target;
     std::string name;
     uint64_t base = 0;
-    startTarget(target, basePort(), basePort() + 1, name, base);
+    ASSERT_NO_FATAL_FAILURE(
+        startTarget(target, basePort(), basePort() + 1, name, base));
 
     auto segments = std::make_shared<SegmentManager>(
         "", std::make_shared<P2PSegmentFetcher>());
