@@ -43,9 +43,10 @@ LOGDIR="$(mktemp -d /tmp/chaos.XXXXXX)"
 EVENTS="$LOGDIR/events"
 RESTARTS="$LOGDIR/restarts"
 : >"$EVENTS"; : >"$RESTARTS"
-# Fixed ports, so that a restart keeps the segment name and MPComm port;
-# outside 15000-17000 (RPC range) and the test suites' ranges.
-RPC_PORT=$((40000 + ($$ % 5000) * 3))
+# Fixed ports, so that a restart keeps the segment name and MPComm port:
+# 17100-17999, between the RPC range (15000-17000) and the test suites'
+# ranges (2000-14999, 18000-31999), below the kernel's ephemeral ports.
+RPC_PORT=$((17100 + ($$ % 300) * 3))
 TARGET_MPCOMM_PORT=$((RPC_PORT + 1))
 INITIATOR_MPCOMM_PORT=$((RPC_PORT + 2))
 CONF='{"rpc_server_hostname":"127.0.0.1","transports":{"mpcomm":{"enable":true},"tcp":{"enable":false}}}'

@@ -6,8 +6,9 @@
 // memory registered again is served with fresh keys, and install ->
 // uninstall -> install works in one process.
 //
-// Ports: each test derives its own from the pid, outside 15000-17000 (the
-// RPC range) and the 18000-29999 range of two_process_fixture.h.
+// Ports: each test derives its own from the pid in 2000-14999: below the
+// RPC range (15000-17000), the other suites' ranges (18000-31999) and the
+// kernel's ephemeral ports (32768 and up).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -39,7 +40,7 @@ constexpr auto kRecoveryBound =
 // fresh block for each test of this process: a test that abandons a stuck
 // handshake leaves its MPComm instance, and its port, to the process.
 int basePort() {
-    static const int process_base = 31000 + (getpid() % 1000) * 32;
+    static const int process_base = 2000 + (getpid() % 400) * 32;
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     static std::map<std::string, int> index;
     auto it = index.emplace(info ? info->name() : "", int(index.size())).first;
