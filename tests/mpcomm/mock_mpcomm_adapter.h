@@ -3,7 +3,9 @@
 // It counts calls per method, fails on request (connect_failures = 2 makes
 // the next two connect() calls fail), lets a test decide when and how each
 // transfer completes, records what put/get were asked to do, and flags any
-// use of a handle after it was released or after shutdown().
+// use of a handle after it was released or after shutdown(). Holds make a
+// provider call block until the test releases it: a peer whose handshake
+// never answers, or a teardown that is slow to return.
 #pragma once
 
 #include <atomic>
@@ -11,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -106,13 +109,17 @@ class MockMpcommAdapter : public MpcommAdapter {
     }
     void stopAcceptThread() override {
         ++stop_accept_calls;
-        event("stopAcceptThread");
+        std::unique_lock<std::mutex> lock(mu_);
+        events_.push_back("stopAcceptThread");
+        cv_.wait(lock, [this] { return !stop_accept_held_; });
     }
     void shutdown() override {
-        ++shutdown_calls;
         std::lock_guard<std::mutex> lock(mu_);
         shut_down_ = true;
         events_.push_back("shutdown");
+        // Counted last, under the lock: a test that saw the count may
+        // init() again without racing the rest of this call.
+        ++shutdown_calls;
     }
 
     Status registerMemory(void* addr, size_t length) override {
@@ -151,7 +158,9 @@ class MockMpcommAdapter : public MpcommAdapter {
         connects_.push_back({host_id, tcp_addr, tcp_port});
         ++connects_entered_;
         cv_.notify_all();
-        cv_.wait(lock, [this] { return !hold_connects; });
+        cv_.wait(lock, [this, &host_id] {
+            return !hold_connects && held_hosts_.count(host_id) == 0;
+        });
         if (connect_failures.fetch_sub(1) > 0) {
             return mpcommProviderError("connect to " + tcp_addr + ":" +
                                            std::to_string(tcp_port) +
@@ -166,8 +175,11 @@ class MockMpcommAdapter : public MpcommAdapter {
                              int tcp_port) override {
         ++query_calls;
         {
-            std::lock_guard<std::mutex> lock(mu_);
+            std::unique_lock<std::mutex> lock(mu_);
             queries_.push_back({host_id, tcp_addr, tcp_port});
+            cv_.wait(lock, [this, &host_id] {
+                return held_hosts_.count(host_id) == 0;
+            });
         }
         if (query_failures.fetch_sub(1) > 0) {
             return mpcommProviderError("queryRemoteBuffer from " + tcp_addr +
@@ -204,8 +216,9 @@ class MockMpcommAdapter : public MpcommAdapter {
         ++result_calls;
         std::lock_guard<std::mutex> lock(mu_);
         State* state = liveLocked(handle);
-        if (state == nullptr || !state->complete) {
-            ++misuse;
+        if (state == nullptr) return {};  // liveLocked() counted it
+        if (!state->complete) {
+            ++misuse;  // the contract asks isTransferComplete() first
             return {};
         }
         return state->outcome;
@@ -223,6 +236,57 @@ class MockMpcommAdapter : public MpcommAdapter {
         std::lock_guard<std::mutex> lock(mu_);
         hold_connects = false;
         cv_.notify_all();
+    }
+    // connect() and queryRemoteBuffer() to `host_id` block from now until
+    // release(host_id); calls already blocked stay blocked.
+    void hold(const std::string& host_id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_hosts_.insert(host_id);
+    }
+    void release(const std::string& host_id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_hosts_.erase(host_id);
+        cv_.notify_all();
+    }
+    // stopAcceptThread() blocks until releaseStopAccept(): a teardown that
+    // is still running on some thread.
+    void holdStopAccept() {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_accept_held_ = true;
+    }
+    void releaseStopAccept() {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_accept_held_ = false;
+        cv_.notify_all();
+    }
+    // Lets every held call return (test teardown: no thread stays blocked
+    // inside a mock that the test no longer watches).
+    void releaseAll() {
+        std::lock_guard<std::mutex> lock(mu_);
+        hold_connects = false;
+        held_hosts_.clear();
+        stop_accept_held_ = false;
+        cv_.notify_all();
+    }
+    // connect() / queryRemoteBuffer() calls to `host_id` so far, counted on
+    // entry (a held call counts).
+    int connectCallsTo(const std::string& host_id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return countHost(connects_, host_id);
+    }
+    int queryCallsTo(const std::string& host_id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return countHost(queries_, host_id);
+    }
+    // Handles issued and then released zero times or more than once; 0
+    // once every transfer has been released exactly once.
+    int handlesNotReleasedOnce() {
+        std::lock_guard<std::mutex> lock(mu_);
+        int wrong = 0;
+        for (const auto& [handle, state] : transfers_) {
+            wrong += state.releases == 1 ? 0 : 1;
+        }
+        return wrong;
     }
     // Waits (bounded by the caller's loop) for n connect() entries.
     int connectsEntered() {
@@ -278,6 +342,13 @@ class MockMpcommAdapter : public MpcommAdapter {
         int releases = 0;
     };
 
+    static int countHost(const std::vector<Endpoint>& calls,
+                         const std::string& host_id) {
+        int n = 0;
+        for (const auto& call : calls) n += call.host_id == host_id ? 1 : 0;
+        return n;
+    }
+
     void event(const char* name) {
         std::lock_guard<std::mutex> lock(mu_);
         events_.push_back(name);
@@ -325,6 +396,8 @@ class MockMpcommAdapter : public MpcommAdapter {
     bool shut_down_ = false;
     int instance_ = 0;
     int connects_entered_ = 0;
+    std::set<std::string> held_hosts_;
+    bool stop_accept_held_ = false;
     MpcommTransferHandle next_handle_ = 1;
     std::map<MpcommTransferHandle, State> transfers_;
     std::vector<Transfer> issued_;

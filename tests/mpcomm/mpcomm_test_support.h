@@ -6,6 +6,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -40,7 +41,8 @@ class SnapshotFetcher : public SegmentFetcher {
         out = *peer->getLocal();
         return Status::OK();
     }
-    int fetches = 0;
+    // Read by tests while submitting threads fetch.
+    std::atomic<int> fetches{0};
 
  private:
     std::mutex mu_;

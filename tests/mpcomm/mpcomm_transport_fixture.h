@@ -1,4 +1,4 @@
-// A local and a peer SegmentManager that read each other's published
+// A local and two peer SegmentManagers that read each other's published
 // snapshots, a topology with two RDMA NICs, and an MpcommTransport over the
 // mock adapter. The MPCOMM_* variables the transport reads are unset for
 // each test; a test sets them with its own ScopedEnv.
@@ -20,6 +20,9 @@ class MpcommTransportFixture : public ::testing::Test {
  protected:
     const std::string kLocal = "10.0.0.1:12345";
     const std::string kPeer = "10.0.0.2:12346";
+    // A second peer, for tests in which one peer misbehaves and the other
+    // must not notice.
+    const std::string kPeer2 = "10.0.0.3:12347";
     static constexpr uint64_t kPeerBuffer = 0x10000;
     static constexpr uint64_t kPeerBufferLength = 0x1000;
 
@@ -27,8 +30,10 @@ class MpcommTransportFixture : public ::testing::Test {
         fetcher_ = std::make_shared<SnapshotFetcher>();
         local_sm_ = std::make_shared<SegmentManager>(kLocal, fetcher_);
         peer_sm_ = std::make_shared<SegmentManager>(kPeer, fetcher_);
+        peer2_sm_ = std::make_shared<SegmentManager>(kPeer2, fetcher_);
         fetcher_->add(kLocal, local_sm_);
         fetcher_->add(kPeer, peer_sm_);
+        fetcher_->add(kPeer2, peer2_sm_);
         local_cs_ = std::make_shared<ControlService>(local_sm_);
         topology_ = std::make_shared<Topology>();
         topology_->nic_list_ = {{"mlx5_0", Topology::NIC_RDMA, 0},
@@ -52,8 +57,12 @@ class MpcommTransportFixture : public ::testing::Test {
     // `new_epoch` false publishes a list without that.
     void publishPeer(const std::string& attr, std::vector<BufferDesc> buffers,
                      bool new_epoch = true) {
-        ASSERT_TRUE(peer_sm_
-                        ->updateLocal([&](SegmentDesc& desc) {
+        publishOn(*peer_sm_, attr, std::move(buffers), new_epoch);
+    }
+    // The same for any peer manager (peer_sm_ or peer2_sm_).
+    void publishOn(SegmentManager& peer, const std::string& attr,
+                   std::vector<BufferDesc> buffers, bool new_epoch = true) {
+        ASSERT_TRUE(peer.updateLocal([&](SegmentDesc& desc) {
                             if (new_epoch) ++desc.registration_epoch;
                             if (attr.empty()) {
                                 desc.getMemory().transport_attrs.erase(MPCOMM);
@@ -64,7 +73,22 @@ class MpcommTransportFixture : public ::testing::Test {
                             return Status::OK();
                         })
                         .ok());
-        ASSERT_TRUE(peer_sm_->synchronizeLocal().ok());
+        ASSERT_TRUE(peer.synchronizeLocal().ok());
+    }
+    // The peer process restarted under the same name: a new incarnation,
+    // and the endpoint its new listener bound. The epoch starts over.
+    void restartPeer(SegmentManager& peer, const std::string& attr) {
+        ASSERT_TRUE(peer.updateLocal([&](SegmentDesc& desc) {
+                            // Never 0: that reads as "unknown", which
+                            // matches any incarnation.
+                            uint64_t next = desc.incarnation + 1;
+                            desc.incarnation = next != 0 ? next : 1;
+                            desc.registration_epoch = 1;
+                            desc.getMemory().transport_attrs[MPCOMM] = attr;
+                            return Status::OK();
+                        })
+                        .ok());
+        ASSERT_TRUE(peer.synchronizeLocal().ok());
     }
 
     static BufferDesc mpcommBuffer(uint64_t addr, uint64_t length) {
@@ -80,9 +104,10 @@ class MpcommTransportFixture : public ::testing::Test {
                     {mpcommBuffer(kPeerBuffer, kPeerBufferLength)});
     }
 
-    SegmentID openPeer() {
+    SegmentID openPeer() { return openSegment(kPeer); }
+    SegmentID openSegment(const std::string& name) {
         SegmentID id = 0;
-        EXPECT_TRUE(local_sm_->openRemote(id, kPeer).ok());
+        EXPECT_TRUE(local_sm_->openRemote(id, name).ok());
         return id;
     }
 
@@ -108,6 +133,7 @@ class MpcommTransportFixture : public ::testing::Test {
     ScopedEnv tcp_port_env_{"MPCOMM_TCP_PORT", std::nullopt};
     ScopedEnv remote_port_env_{"MPCOMM_REMOTE_TCP_PORT", std::nullopt};
     ScopedEnv nic_filter_env_{"MPCOMM_NIC_FILTER", std::nullopt};
+    ScopedEnv advertise_env_{"MPCOMM_ADVERTISE_ADDR", std::nullopt};
     TempFile no_peermem_{
         "nvidia 56655872 1 nvidia_uvm, Live 0x0000000000000000 (POE)\n"
         "ib_core 434176 2 rdma_ucm, Live 0x0000000000000000\n"};
@@ -115,6 +141,7 @@ class MpcommTransportFixture : public ::testing::Test {
     std::shared_ptr<SnapshotFetcher> fetcher_;
     std::shared_ptr<SegmentManager> local_sm_;
     std::shared_ptr<SegmentManager> peer_sm_;
+    std::shared_ptr<SegmentManager> peer2_sm_;
     // What install() receives; wraps local_sm_ (its RPC server never runs).
     std::shared_ptr<ControlService> local_cs_;
     std::shared_ptr<Topology> topology_;
