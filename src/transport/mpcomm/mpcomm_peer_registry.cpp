@@ -44,6 +44,9 @@ struct MpcommPeerRegistry::Shared {
     std::unordered_map<std::string, Peer> peers;
     std::list<std::shared_ptr<MpcommPeerFlight>> running;
     std::vector<std::function<void()>> when_idle;
+    // Deferred work taken out of when_idle and still running unlocked: the
+    // registry is not idle until it is done.
+    size_t idle_work_running = 0;
 
     // Starts `flight` for `peer`; the caller holds `mu`.
     void launch(const std::shared_ptr<Shared>& self, Peer& peer,
@@ -135,10 +138,17 @@ void MpcommPeerRegistry::Shared::run(
         flight->result = connect_status.ok() ? query_status : connect_status;
         flight->done = true;
         running.remove(flight);
-        if (running.empty()) idle_work.swap(when_idle);
+        if (running.empty() && !when_idle.empty()) {
+            idle_work.swap(when_idle);
+            ++idle_work_running;
+        }
         progress.notify_all();
     }
+    if (idle_work.empty()) return;
     for (auto& work : idle_work) work();
+    std::lock_guard<std::mutex> lock(mu);
+    --idle_work_running;
+    progress.notify_all();
 }
 
 MpcommPeerRegistry::MpcommPeerRegistry(std::shared_ptr<MpcommAdapter> adapter)
@@ -277,7 +287,7 @@ void MpcommPeerRegistry::runWhenIdle(std::function<void()> fn) {
 
 bool MpcommPeerRegistry::idle() const {
     std::lock_guard<std::mutex> lock(shared_->mu);
-    return shared_->running.empty();
+    return shared_->running.empty() && shared_->idle_work_running == 0;
 }
 
 size_t MpcommPeerRegistry::size() const {

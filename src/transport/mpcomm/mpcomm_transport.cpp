@@ -176,13 +176,18 @@ Status MpcommTransport::install(std::string& local_segment_name,
 Status MpcommTransport::uninstall() {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!installed_) return Status::OK();
+    // One bound for the whole teardown: callers waiting for a handshake
+    // and the handshakes themselves share it.
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(settings_.connect_timeout_ms);
     // From here no caller enters the adapter, and those inside have left.
     gate_.close();
-    teardown();
+    teardown(deadline);
     return Status::OK();
 }
 
-void MpcommTransport::teardown() {
+void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
     Status st = withdrawEndpoint();
     if (!st.ok()) {
         LOG(WARNING) << "MpcommTransport: could not withdraw the MPComm "
@@ -198,10 +203,8 @@ void MpcommTransport::teardown() {
         }
         registered_.clear();
     }
-    // Handshakes run on their own threads; give them the same bound a
-    // submitter would have had.
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(settings_.connect_timeout_ms);
+    // Handshakes run on their own threads; they get what is left of the
+    // bound uninstall() started with.
     std::vector<std::string> stuck = registry_.drain(deadline);
     std::shared_ptr<MpcommAdapter> adapter = adapter_;
     auto shut_down = [adapter] {

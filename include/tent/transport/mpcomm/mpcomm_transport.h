@@ -17,8 +17,9 @@
 //   mpcomm_batches.cpp          sub-batches, bounded handshake waits
 //
 // Teardown: uninstall() lets the callers inside the adapter leave (each
-// waits at most connect_timeout_ms for a handshake), then waits up to
-// connect_timeout_ms for handshakes still running on their own threads.
+// waits at most connect_timeout_ms for a handshake), then waits for the
+// handshakes still running on their own threads; both within one
+// connect_timeout_ms from the call.
 // One that does not return is abandoned with a WARNING naming it; the
 // provider is then shut down by that handshake's thread when it returns,
 // and install() refuses until it has. Tasks still PENDING read FAILED, and
@@ -26,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -151,7 +153,8 @@ class MpcommTransport : public Transport {
     bool takeSuspicion(SegmentID target);
     Status publishEndpoint(const std::string& attr);
     Status withdrawEndpoint();
-    void teardown();
+    // Everything after the gate is closed, within `deadline`.
+    void teardown(std::chrono::steady_clock::time_point deadline);
 
     std::shared_ptr<MpcommAdapter> adapter_;
     MpcommPeerRegistry registry_;
