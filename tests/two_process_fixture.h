@@ -74,6 +74,31 @@ inline bool readLine(int fd, std::string& line,
     }
 }
 
+// Submits `requests` as one batch and waits (bounded) for every task to
+// leave PENDING; returns the final states.
+inline std::vector<TransferStatus> runBatch(
+    TransferEngine& engine, const std::vector<Request>& requests) {
+    BatchID batch = engine.allocateBatch(requests.size());
+    EXPECT_NE(batch, 0u);
+    Status s = engine.submitTransfer(batch, requests);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    std::vector<TransferStatus> states(requests.size());
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        while (true) {
+            EXPECT_TRUE(engine.getTransferStatus(batch, i, states[i]).ok());
+            if (states[i].s != PENDING && states[i].s != INITIAL) break;
+            if (std::chrono::steady_clock::now() > deadline) {
+                ADD_FAILURE() << "task " << i << " still pending";
+                break;
+            }
+            std::this_thread::yield();
+        }
+    }
+    EXPECT_TRUE(engine.freeBatch(batch).ok());
+    return states;
+}
+
 [[noreturn]] inline void serveTarget(TransportType xport, int port,
                                      int report_fd, int release_fd) {
     setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
@@ -215,29 +240,8 @@ class TwoProcessTest : public ::testing::Test {
         return r;
     }
 
-    // Submits `requests` as one batch and waits (bounded) for every task
-    // to leave PENDING; returns the final states.
     std::vector<TransferStatus> run(const std::vector<Request>& requests) {
-        BatchID batch = engine_->allocateBatch(requests.size());
-        EXPECT_NE(batch, 0u);
-        Status s = engine_->submitTransfer(batch, requests);
-        EXPECT_TRUE(s.ok()) << s.ToString();
-        std::vector<TransferStatus> states(requests.size());
-        auto deadline = std::chrono::steady_clock::now() + kDeadline;
-        for (size_t i = 0; i < requests.size(); ++i) {
-            while (true) {
-                EXPECT_TRUE(
-                    engine_->getTransferStatus(batch, i, states[i]).ok());
-                if (states[i].s != PENDING && states[i].s != INITIAL) break;
-                if (std::chrono::steady_clock::now() > deadline) {
-                    ADD_FAILURE() << "task " << i << " still pending";
-                    break;
-                }
-                std::this_thread::yield();
-            }
-        }
-        EXPECT_TRUE(engine_->freeBatch(batch).ok());
-        return states;
+        return runBatch(*engine_, requests);
     }
 
     // Reads the whole target buffer into a zeroed local one and checks the

@@ -5,7 +5,6 @@
 // and the others' tasks are issued as soon as their peers are ready.
 #include <glog/logging.h>
 
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -14,12 +13,6 @@
 namespace mooncake::tent {
 
 namespace {
-
-std::string hexAddr(uint64_t addr) {
-    std::ostringstream os;
-    os << "0x" << std::hex << addr;
-    return os.str();
-}
 
 // The tasks of one submission bound for one target segment.
 struct PeerSlot {
@@ -128,7 +121,7 @@ Status MpcommTransport::submitTransferTasks(
                                                                   : "READ")
                         << " of " << task.request.length << " bytes to "
                         << slot.view.host_id << " at "
-                        << hexAddr(task.request.target_offset);
+                        << mpcommHexAddr(task.request.target_offset);
                 }
             }
             task.mpcomm_handle.store(handle, std::memory_order_relaxed);

@@ -1,28 +1,17 @@
 // Registration of local memory with MPComm: register + publish on add,
 // unpublish + unregister on remove, all or nothing for a list.
 #include <algorithm>
-#include <sstream>
 
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
-
-namespace {
-
-std::string hexAddr(uint64_t addr) {
-    std::ostringstream os;
-    os << "0x" << std::hex << addr;
-    return os.str();
-}
-
-}  // namespace
 
 Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
                                         const MemoryOptions& options) {
     if (!gate_.enter()) {
         return Status::InvalidArgument(
             "MpcommTransport: not installed; cannot register buffer " +
-            hexAddr(desc.addr));
+            mpcommHexAddr(desc.addr));
     }
     MpcommGateTicket ticket(gate_);
     void* addr = reinterpret_cast<void*>(desc.addr);

@@ -2,6 +2,8 @@
 
 #include <glog/logging.h>
 
+#include <sstream>
+
 namespace mooncake::tent {
 
 namespace {
@@ -11,6 +13,12 @@ const char* opName(const Request& request) {
 }
 
 }  // namespace
+
+std::string mpcommHexAddr(uint64_t addr) {
+    std::ostringstream os;
+    os << "0x" << std::hex << addr;
+    return os.str();
+}
 
 MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
                                          const Request& request,
@@ -45,8 +53,8 @@ bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
     size_t transferred = task.request.length;
     if (!outcome.ok) {
         LOG(WARNING) << "MpcommTransport: " << opName(task.request) << " of "
-                     << task.request.length << " bytes to remote address 0x"
-                     << std::hex << task.request.target_offset << std::dec
+                     << task.request.length << " bytes to remote address "
+                     << mpcommHexAddr(task.request.target_offset)
                      << " failed, error=" << outcome.native_status;
         final_status = FAILED;
         transferred = outcome.bytes_transferred;

@@ -53,6 +53,9 @@ struct MpcommSubBatch : Transport::SubBatch {
     const uint64_t generation;
 };
 
+// "0x1f000": how the transport's messages print addresses.
+std::string mpcommHexAddr(uint64_t addr);
+
 // Posts `request` to `host_id`: putAsync for WRITE, getAsync for READ, with
 // request.source as the local address and request.target_offset as the
 // remote one. kInvalidMpcommTransferHandle when MPComm refused it.
