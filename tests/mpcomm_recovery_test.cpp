@@ -254,6 +254,17 @@ class MpcommRecoveryTest : public ::testing::Test {
 
     void expectRecoveryFromRestart(int restart_port_offset);
 
+    // One target on basePort() (MPComm on +1) and an initiator that has
+    // opened it.
+    void startOpenedPair(TargetProcess& target, std::string& name,
+                         uint64_t& base, SegmentID& id, bool preconnect,
+                         int64_t cache_ttl_ms) {
+        ASSERT_NO_FATAL_FAILURE(
+            startTarget(target, basePort(), basePort() + 1, name, base));
+        ASSERT_NO_FATAL_FAILURE(startInitiator(preconnect, cache_ttl_ms));
+        ASSERT_TRUE(engine_->openSegment(id, name).ok());
+    }
+
     // Round trips until one succeeds; how long that took.
     Clock::duration recover(SegmentID target, uint64_t base, uint8_t seed) {
         auto started = Clock::now();
@@ -407,11 +418,9 @@ void MpcommRecoveryTest::expectRecoveryFromRestart(int restart_port_offset) {
     TargetProcess target;
     std::string name, restarted_name;
     uint64_t base = 0, new_base = 0;
-    ASSERT_NO_FATAL_FAILURE(
-        startTarget(target, basePort(), basePort() + 1, name, base));
-    ASSERT_NO_FATAL_FAILURE(startInitiator());
     SegmentID id = 0;
-    ASSERT_TRUE(engine_->openSegment(id, name).ok());
+    ASSERT_NO_FATAL_FAILURE(
+        startOpenedPair(target, name, base, id, true, kCacheTtlMs));
     ASSERT_TRUE(roundTrip(id, base, 3));
 
     target.killNow();
@@ -436,14 +445,12 @@ TEST_F(MpcommRecoveryTest, MemoryRegisteredAgainIsServedWithFreshKeys) {
     TargetProcess target;
     std::string name;
     uint64_t base = 0;
-    ASSERT_NO_FATAL_FAILURE(
-        startTarget(target, basePort(), basePort() + 1, name, base));
+    SegmentID id = 0;
     // A zero TTL reads the descriptor per submission: the new epoch is seen
     // by the very next transfer.
-    ASSERT_NO_FATAL_FAILURE(
-        startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/0));
-    SegmentID id = 0;
-    ASSERT_TRUE(engine_->openSegment(id, name).ok());
+    ASSERT_NO_FATAL_FAILURE(startOpenedPair(target, name, base, id,
+                                            /*preconnect=*/true,
+                                            /*cache_ttl_ms=*/0));
     ASSERT_TRUE(roundTrip(id, base, 9));
     ASSERT_EQ(target.ask("rereg"), "ok");
     EXPECT_TRUE(roundTrip(id, base, 10));
@@ -455,12 +462,10 @@ TEST_F(MpcommRecoveryTest, MemoryRegisteredAgainRecoversWithACachedDescriptor) {
     TargetProcess target;
     std::string name;
     uint64_t base = 0;
-    ASSERT_NO_FATAL_FAILURE(
-        startTarget(target, basePort(), basePort() + 1, name, base));
-    ASSERT_NO_FATAL_FAILURE(
-        startInitiator(/*preconnect=*/true, /*cache_ttl_ms=*/60000));
     SegmentID id = 0;
-    ASSERT_TRUE(engine_->openSegment(id, name).ok());
+    ASSERT_NO_FATAL_FAILURE(startOpenedPair(target, name, base, id,
+                                            /*preconnect=*/true,
+                                            /*cache_ttl_ms=*/60000));
     ASSERT_TRUE(roundTrip(id, base, 12));
     ASSERT_EQ(target.ask("rereg"), "ok");
     // The cached descriptor still shows the old epoch: the first transfer
