@@ -73,6 +73,20 @@ int runTarget(TransferEngine& engine, const BenchOptions& options,
     return 0;
 }
 
+RunInfo describeRun(TransferEngine& engine, const BenchOptions& options) {
+    RunInfo run;
+    run.local_segment = engine.getSegmentName();
+    run.target_segment = options.target_seg_name;
+    run.op = opTypeName(options.op_type);
+    run.xport_type = transportTypeName(options.xport_type);
+    run.transport_hint = transportTypeName(options.transport_hint);
+    run.transport =
+        options.transport_hint != UNSPEC ? run.transport_hint : run.xport_type;
+    run.duration_s = options.duration_s;
+    run.check_consistency = options.check_consistency;
+    return run;
+}
+
 int runInitiator(TransferEngine& engine, const BenchOptions& options) {
     RemoteTarget remote;
     Status s = engine.openSegment(remote.id, options.target_seg_name);
@@ -108,21 +122,60 @@ int runInitiator(TransferEngine& engine, const BenchOptions& options) {
                 options.target_seg_name.c_str(), opTypeName(options.op_type),
                 transportTypeName(options.transport_hint),
                 options.check_consistency ? ", check_consistency" : "");
+
+    RunInfo run = describeRun(engine, options);
+    std::vector<CaseResult> rows;
+    // Every exit after this point leaves --json_out describing what ran.
+    auto fail = [&](const std::string& error) {
+        run.error = error;
+        if (!options.json_out.empty()) {
+            Status w = writeJsonReport(options.json_out, run, rows);
+            if (!w.ok())
+                std::fprintf(stderr, "tebench: %s\n", w.ToString().c_str());
+        }
+        armTeardownWatchdog();
+        // Buffers may still be the target of in-flight requests; the
+        // engine releases them when it is destroyed.
+        engine.closeSegment(remote.id);
+        return 1;
+    };
+    // Rewritten after every row, so that an interrupted sweep keeps what
+    // it measured; an unwritable path fails before the first case.
+    auto save = [&]() {
+        if (options.json_out.empty()) return true;
+        Status w = writeJsonReport(options.json_out, run, rows);
+        if (w.ok()) return true;
+        std::fprintf(stderr, "tebench: %s\n", w.ToString().c_str());
+        releaseBuffers(engine, local);
+        engine.closeSegment(remote.id);
+        return false;
+    };
+
+    s = runFirstTransfer(engine, options, local, remote, run.first_transfer_us);
+    if (!s.ok()) {
+        std::printf("FAILED %s\n", std::string(s.message()).c_str());
+        std::fflush(stdout);
+        return fail(std::string(s.message()));
+    }
+    printFirstTransfer(
+        run.first_transfer_us,
+        firstTransferOpcode(options) == Request::WRITE ? "WRITE" : "READ",
+        options.start_block_size);
+    if (!save()) return 1;
     printHeader();
 
     uint64_t case_index = 0;
     for (const CaseSpec& spec : buildCases(options)) {
         CaseResult result =
             runCase(engine, options, local, remote, spec, case_index++);
+        rows.push_back(result);
         if (!result.ok()) {
             printFailure(result);
-            armTeardownWatchdog();
-            // Buffers may still be the target of in-flight requests; the
-            // engine releases them when it is destroyed.
-            engine.closeSegment(remote.id);
-            return 1;
+            return fail(result.first_error.empty() ? "case failed"
+                                                   : result.first_error);
         }
         printRow(result);
+        if (!save()) return 1;
     }
     releaseBuffers(engine, local);
     engine.closeSegment(remote.id);

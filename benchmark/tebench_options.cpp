@@ -54,6 +54,10 @@ DEFINE_bool(check_consistency, false,
 DEFINE_bool(notifi, false,
             "Send a notification with each batch. Not supported: no "
             "transport here implements notifications.");
+DEFINE_string(json_out, "",
+              "Initiator only: write every row (block size, batch, threads, "
+              "op, transport and all columns) and the first transfer's "
+              "latency to this file as JSON. Empty: no file.");
 DEFINE_double(transfer_timeout_s, 30,
               "A batch not finished after this many seconds counts as failed "
               "and stops the run.");
@@ -257,6 +261,7 @@ Status parseOptions(BenchOptions& options) {
     options.duration_s = FLAGS_duration;
     options.transfer_timeout_s = FLAGS_transfer_timeout_s;
     options.check_consistency = FLAGS_check_consistency;
+    options.json_out = FLAGS_json_out;
     return Status::OK();
 }
 

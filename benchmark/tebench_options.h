@@ -43,6 +43,9 @@ struct BenchOptions {
     double duration_s = 0;
     double transfer_timeout_s = 0;
     bool check_consistency = false;
+    // --json_out: where the initiator writes every row as JSON; empty: no
+    // file.
+    std::string json_out;
 };
 
 // Validates the gflags values. The error names the flag and its bad value.

@@ -1,4 +1,11 @@
-// tebench: per-case results and the table printed on stdout.
+// tebench: per-case results, the table printed on stdout and the
+// --json_out file.
+//
+// Every figure is per request (one Request in a batch), not per batch, in
+// upstream TENT tebench's columns. Each thread's first batch of a case is a
+// warm-up: it is reported apart (first_batch_us) and kept out of the
+// steady-state columns, so a connection set up inline on the first request
+// shows there instead of inflating the averages.
 #pragma once
 
 #include <cstddef>
@@ -6,18 +13,28 @@
 #include <string>
 #include <vector>
 
+#include "tent/common/status.h"
+
 namespace mooncake::tent::bench {
 
 struct CaseResult {
     uint64_t block_size = 0;
     uint64_t batch_size = 0;
     int num_threads = 0;
-    // Payload bytes of completed requests (a consistency round trip counts
-    // its write and its read).
+    // Payload bytes of the requests completed in the steady-state window (a
+    // consistency round trip counts its write and its read).
     uint64_t bytes = 0;
+    // The steady-state window: from the moment every thread finished its
+    // first batch to the moment the last one finished its last batch.
     double elapsed_s = 0;
-    // Submit-to-completion time of every batch, microseconds.
-    std::vector<double> batch_latencies_us;
+    // Submit-to-completion time of every steady-state request that
+    // completed, microseconds. A request's completion is when a poll first
+    // saw it COMPLETED.
+    std::vector<double> request_latencies_us;
+    // The slowest of the threads' first batches, submit to last completion.
+    double first_batch_us = 0;
+    // Every request issued, first batches included; failures are counted
+    // whenever they happen.
     uint64_t requests = 0;
     uint64_t failed_requests = 0;
     // The first failure or consistency mismatch, naming the block.
@@ -26,19 +43,57 @@ struct CaseResult {
     bool ok() const { return failed_requests == 0 && first_error.empty(); }
 };
 
-struct LatencySummary {
-    double average_us = 0;
-    double p99_us = 0;
+// The columns of one row.
+struct CaseSummary {
+    // Steady-state payload bytes / window, GB = 1e9 bytes.
+    double bw_gbps = 0;
+    // Mean over requests of block_size / that request's latency.
+    double avg_inst_gbps = 0;
+    // Window x threads / completed requests: the wall-clock time a thread
+    // spends per request, gaps between batches included.
+    double avg_lat_us = 0;
+    // Mean, p99 and p99.9 (nearest rank) of the request latencies.
+    double avg_tx_us = 0;
+    double p99_tx_us = 0;
+    double p999_tx_us = 0;
+    double first_batch_us = 0;
+    uint64_t completed_requests = 0;
 };
-// Nearest-rank p99; zeros for an empty sample.
-LatencySummary summarizeLatency(std::vector<double> samples_us);
+CaseSummary summarizeCase(const CaseResult& result);
 
-// GB/s with GB = 1e9 bytes.
-double bandwidthGBps(const CaseResult& result);
+// Nearest rank: the smallest sample with at least `fraction` of the samples
+// at or below it; 0 for an empty sample. Reorders `samples`.
+double nearestRankPercentile(std::vector<double>& samples, double fraction);
 
+// "First transfer: ..." line, printed before the table: the latency of the
+// run's very first request, which pays for connection setup unless the
+// transport connected when the segment was opened.
+void printFirstTransfer(double latency_us, const char* op, uint64_t bytes);
 void printHeader();
 void printRow(const CaseResult& result);
 // The failure report: count, total and the first error.
 void printFailure(const CaseResult& result);
+
+// What --json_out records besides the rows.
+struct RunInfo {
+    std::string local_segment;
+    std::string target_segment;
+    std::string op;
+    // The transport the requests ask for: the hint if one is given, else
+    // --xport_type; "unspec" when neither narrows it.
+    std::string transport;
+    std::string xport_type;
+    std::string transport_hint;
+    double duration_s = 0;
+    bool check_consistency = false;
+    double first_transfer_us = 0;
+    // Empty when every case passed.
+    std::string error;
+};
+
+// Writes {"run": {...}, "rows": [...], "ok": bool} to `path` (replacing
+// it). Failed cases are written too, with "failed": true.
+Status writeJsonReport(const std::string& path, const RunInfo& run,
+                       const std::vector<CaseResult>& rows);
 
 }  // namespace mooncake::tent::bench

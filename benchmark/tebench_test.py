@@ -5,17 +5,21 @@ tent_tebench_mpcomm_test over mpcomm when built with USE_MPCOMM).
 usage: tebench_test.py <path to tebench> [tcp|mpcomm]
 
 Checks the flag errors (exit 1, message naming the value), a target and a
---check_consistency initiator (exit 0, one row per case), the target's
-SIGTERM shutdown (exit 0), and that killing the target mid-run makes the
-initiator report failed transfers and exit non-zero instead of hanging.
+--check_consistency initiator (exit 0, the "First transfer" line, one row per
+case with every column, and the same rows in --json_out with positive
+figures), the target's SIGTERM shutdown (exit 0), and that killing the target
+mid-run makes the initiator report failed transfers, record the failure in
+--json_out and exit non-zero instead of hanging.
 Plain asserts: any failure exits non-zero.
 """
+import json
 import os
 import re
 import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 DEADLINE_S = 60.0
@@ -37,7 +41,16 @@ def env():
     _launches += 1
     return dict(os.environ, MC_TENT_CONF=CONF,
                 MPCOMM_TCP_PORT=str(_PORT_BASE + _launches % 10))
-ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$")
+# BlkSize, Batch, Threads, then BW, Avg Inst GB/s, Avg Lat, Avg Tx, P99 Tx,
+# P999 Tx and First Batch.
+ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)" + r"\s+([\d.]+)" * 7 + r"$")
+HEADER = ["BlkSize (B)", "Batch", "Threads", "BW (GB/s)", "Avg Inst GB/s",
+          "Avg Lat (us)", "Avg Tx (us)", "P99 Tx (us)", "P999 Tx (us)",
+          "First Batch (us)"]
+# Per-row JSON fields that a completed case must report as positive.
+POSITIVE = ["block_size", "batch_size", "threads", "bw_gbps", "avg_inst_gbps",
+            "avg_lat_us", "avg_tx_us", "p99_tx_us", "p999_tx_us",
+            "first_batch_us", "completed_requests", "elapsed_s"]
 
 
 def run(tebench, args):
@@ -109,25 +122,53 @@ def stop_target(proc):
     assert proc.wait(timeout=DEADLINE_S) == 0, proc.returncode
 
 
+def check_json_rows(path, table_rows):
+    with open(path) as f:
+        report = json.load(f)
+    assert report["ok"] is True, report
+    assert report["first_transfer_us"] > 0, report
+    assert report["run"]["op"] == "mix", report["run"]
+    assert report["run"]["transport"] == XPORT, report["run"]
+    rows = report["rows"]
+    assert [(r["block_size"], r["batch_size"], r["threads"]) for r in rows] \
+        == table_rows, (rows, table_rows)
+    for r in rows:
+        assert r["op"] == "mix" and r["transport"] == XPORT, r
+        for field in POSITIVE:
+            assert isinstance(r[field], (int, float)) and r[field] > 0, (
+                field, r)
+        assert r["p99_tx_us"] <= r["p999_tx_us"], r
+        assert "failed" not in r, r
+
+
 def check_consistency_run(tebench):
     target, name = start_target(tebench)
-    try:
-        rc, out, err = run(tebench, COMMON + [
-            "--target_seg_name=" + name, "--check_consistency=true",
-            "--op_type=mix", "--total_buffer_size=4194304",
-            "--start_block_size=4096", "--max_block_size=131072",
-            "--start_batch_size=2", "--max_batch_size=4",
-            "--start_num_threads=1", "--max_num_threads=2",
-            "--duration=0.5"])
-        assert rc == 0, (rc, out, err)
-        rows = [tuple(int(g) for g in m.groups()[:3])
-                for m in map(ROW.match, out.splitlines()) if m]
-        expected = [(b, n, t) for b in (4096, 8192, 16384, 32768, 65536, 131072)
-                    for n in (2, 4) for t in (1, 2)]
-        assert rows == expected, (rows, out)
-        assert "BW(GB/s)" in out and "p99_lat(us)" in out, out
-    finally:
-        stop_target(target)
+    with tempfile.TemporaryDirectory() as tmp:
+        json_out = os.path.join(tmp, "rows.json")
+        try:
+            rc, out, err = run(tebench, COMMON + [
+                "--target_seg_name=" + name, "--check_consistency=true",
+                "--op_type=mix", "--total_buffer_size=4194304",
+                "--start_block_size=4096", "--max_block_size=131072",
+                "--start_batch_size=2", "--max_batch_size=4",
+                "--start_num_threads=1", "--max_num_threads=2",
+                "--duration=0.5", "--json_out=" + json_out])
+            assert rc == 0, (rc, out, err)
+            m = re.search(r"^First transfer: ([\d.]+) us \(READ of 4096 bytes",
+                          out, re.M)
+            assert m and float(m.group(1)) > 0, out
+            assert all(h in out for h in HEADER), out
+            matches = [m for m in map(ROW.match, out.splitlines()) if m]
+            rows = [tuple(int(g) for g in m.groups()[:3]) for m in matches]
+            expected = [(b, n, t)
+                        for b in (4096, 8192, 16384, 32768, 65536, 131072)
+                        for n in (2, 4) for t in (1, 2)]
+            assert rows == expected, (rows, out)
+            for m in matches:
+                assert all(float(g) > 0 for g in m.groups()[3:]), m.group(0)
+            check_json_rows(json_out, expected)
+        finally:
+            stop_target(target)
 
 
 def check_capacity_error(tebench):
@@ -145,23 +186,31 @@ def check_capacity_error(tebench):
 
 def check_target_killed(tebench):
     target, name = start_target(tebench)
+    tmp = tempfile.TemporaryDirectory()
+    json_out = os.path.join(tmp.name, "rows.json")
     initiator = subprocess.Popen(
         [tebench] + COMMON + [
             "--target_seg_name=" + name, "--op_type=write",
             "--total_buffer_size=4194304", "--start_block_size=65536",
             "--max_block_size=65536", "--start_batch_size=4",
-            "--max_batch_size=4", "--duration=600", "--transfer_timeout_s=5"],
+            "--max_batch_size=4", "--duration=600", "--transfer_timeout_s=5",
+            "--json_out=" + json_out],
         env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         lines = Lines(initiator)
-        lines.wait_for(r"BW\(GB/s\)")  # the case is running
+        lines.wait_for(r"BW \(GB/s\)")  # the case is running
         target.kill()
         target.wait()
         m = lines.wait_for(r"^FAILED case block_size=65536 batch=4 threads=1: "
                            r"(\d+) of (\d+) transfers failed; first error: ")
         assert int(m.group(1)) >= 1, m.group(0)
         assert initiator.wait(timeout=DEADLINE_S) == 1, initiator.returncode
+        with open(json_out) as f:
+            report = json.load(f)
+        assert report["ok"] is False and report["error"], report
+        assert report["rows"][-1]["failed"] is True, report
     finally:
+        tmp.cleanup()
         if initiator.poll() is None:
             initiator.kill()
             initiator.wait()

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -58,28 +59,79 @@ uint64_t blockSeed(uint64_t case_index, int thread, uint64_t iteration,
 struct BatchOutcome {
     uint64_t completed = 0;
     uint64_t failed = 0;
+    // Submit to the poll that saw the last request finish.
     double latency_us = 0;
+    // Submit to the poll that first saw each request COMPLETED, for the
+    // completed ones only.
+    std::vector<double> request_latencies_us;
     std::string error;
 };
 
 // Shared by the threads of one case.
 struct CaseContext {
+    CaseContext(TransferEngine& engine, const BenchOptions& options,
+                const std::vector<LocalBuffer>& local,
+                const RemoteTarget& remote, const CaseSpec& spec,
+                uint64_t case_index)
+        : engine(engine),
+          options(options),
+          local(local),
+          remote(remote),
+          spec(spec),
+          case_index(case_index) {}
+
+    // Called by each thread once its first batch is done. The last one to
+    // arrive opens the steady-state window, so that no thread's warm-up
+    // overlaps another's measurement; returns false when the case stopped
+    // (a failure) before that.
+    bool arriveAfterWarmup() {
+        std::unique_lock<std::mutex> lock(mu);
+        if (++arrived == spec.num_threads) {
+            window_start = Clock::now();
+            window_end = window_start +
+                         std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(options.duration_s));
+            window_open = true;
+            cv.notify_all();
+        }
+        cv.wait(lock, [this] {
+            return window_open || stop.load(std::memory_order_relaxed);
+        });
+        return window_open;
+    }
+
+    // The first thread that sees a failure stops the case; the others stop
+    // at their next batch boundary or leave the warm-up wait.
+    void halt() {
+        std::lock_guard<std::mutex> lock(mu);
+        stop.store(true, std::memory_order_relaxed);
+        cv.notify_all();
+    }
+
     TransferEngine& engine;
     const BenchOptions& options;
     const std::vector<LocalBuffer>& local;
     const RemoteTarget& remote;
     const CaseSpec& spec;
     uint64_t case_index;
-    Clock::time_point end;
-    // Set by the first thread that sees a failure; the others stop at their
-    // next batch boundary.
     std::atomic<bool> stop{false};
+
+    std::mutex mu;
+    std::condition_variable cv;
+    int arrived = 0;
+    // Written under `mu` before window_open; read after arriving (which
+    // synchronises through `mu`) or after joining the threads.
+    bool window_open = false;
+    Clock::time_point window_start;
+    Clock::time_point window_end;
 };
 
 struct ThreadResult {
     uint64_t bytes = 0;
     uint64_t requests = 0;
     uint64_t failed = 0;
+    uint64_t batches = 0;
+    double first_batch_us = 0;
     std::vector<double> latencies_us;
     std::string first_error;
 };
@@ -122,9 +174,13 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
         std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(ctx.options.transfer_timeout_s));
     std::vector<TransferStatus> status;
+    std::vector<double> done_us(n, -1.0);
     bool in_flight = true;
     for (uint64_t polls = 0;; ++polls) {
         s = ctx.engine.getTransferStatus(batch, status);
+        double now_us =
+            std::chrono::duration<double, std::micro>(Clock::now() - start)
+                .count();
         if (!s.ok() || status.size() != n) {
             out.failed = n;
             out.error = "getTransferStatus: " +
@@ -137,6 +193,7 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
         for (size_t i = 0; i < n; ++i) {
             if (status[i].s == COMPLETED) {
                 ++completed;
+                if (done_us[i] < 0) done_us[i] = now_us;
             } else if (isFailure(status[i].s)) {
                 if (failed++ == 0 && out.error.empty()) {
                     out.error = describeRequest(requests[i], thread, i) +
@@ -173,6 +230,9 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
     }
     out.latency_us =
         std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    for (double us : done_us) {
+        if (us >= 0) out.request_latencies_us.push_back(us);
+    }
     // A batch with requests still in flight stays allocated: freeing it
     // would let the transport complete into a released descriptor. The
     // process is about to exit on this failure anyway.
@@ -181,33 +241,46 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
 }
 
 // Records a batch in the thread's tally; false when the case must stop.
-bool account(CaseContext& ctx, ThreadResult& result, const BatchOutcome& b) {
+// Warm-up batches count towards failures but not towards the steady-state
+// bytes and latencies; the thread's very first batch is kept apart.
+bool account(CaseContext& ctx, ThreadResult& result, const BatchOutcome& b,
+             bool warmup) {
     result.requests += b.completed + b.failed;
-    result.bytes += b.completed * ctx.spec.block_size;
     result.failed += b.failed;
-    result.latencies_us.push_back(b.latency_us);
+    if (result.batches++ == 0) result.first_batch_us = b.latency_us;
+    if (!warmup) {
+        result.bytes += b.completed * ctx.spec.block_size;
+        result.latencies_us.insert(result.latencies_us.end(),
+                                   b.request_latencies_us.begin(),
+                                   b.request_latencies_us.end());
+    }
     if (b.failed == 0 && b.error.empty()) return true;
     if (result.first_error.empty()) result.first_error = b.error;
-    ctx.stop.store(true, std::memory_order_relaxed);
+    ctx.halt();
     return false;
 }
 
 // --check_consistency: write a fresh pattern into every block, scrub the
 // local copy, read it back and compare.
 bool consistencyRound(CaseContext& ctx, ThreadResult& result, int thread,
-                      uint64_t iteration, const LocalBuffer& buffer,
+                      uint64_t iteration, bool warmup,
+                      const LocalBuffer& buffer,
                       std::vector<Request>& requests) {
     for (size_t j = 0; j < requests.size(); ++j) {
         fillPattern(buffer, requests[j].source, requests[j].length,
                     blockSeed(ctx.case_index, thread, iteration, j));
         requests[j].opcode = Request::WRITE;
     }
-    if (!account(ctx, result, runBatch(ctx, requests, thread))) return false;
+    if (!account(ctx, result, runBatch(ctx, requests, thread), warmup)) {
+        return false;
+    }
     for (Request& r : requests) {
         scrubBlock(buffer, r.source, r.length);
         r.opcode = Request::READ;
     }
-    if (!account(ctx, result, runBatch(ctx, requests, thread))) return false;
+    if (!account(ctx, result, runBatch(ctx, requests, thread), warmup)) {
+        return false;
+    }
     for (size_t j = 0; j < requests.size(); ++j) {
         size_t bad = 0;
         uint8_t want = 0, got = 0;
@@ -226,7 +299,7 @@ bool consistencyRound(CaseContext& ctx, ThreadResult& result, int thread,
             hex(requests[j].target_offset) + " (thread " +
             std::to_string(thread) + ", request " + std::to_string(j) + ", " +
             std::to_string(requests[j].length) + " bytes)" + detail;
-        ctx.stop.store(true, std::memory_order_relaxed);
+        ctx.halt();
         return false;
     }
     return true;
@@ -245,9 +318,13 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
 
     std::vector<Request> requests(spec.batch_size);
     uint64_t cursor = 0;
+    // Iteration 0 is the warm-up; the window opens once every thread has
+    // done it, and the loop runs until the window closes.
     for (uint64_t iteration = 0;
-         !ctx.stop.load(std::memory_order_relaxed) && Clock::now() < ctx.end;
+         !ctx.stop.load(std::memory_order_relaxed) &&
+         (iteration == 0 || Clock::now() < ctx.window_end);
          ++iteration) {
+        const bool warmup = iteration == 0;
         for (uint64_t j = 0; j < spec.batch_size; ++j) {
             // checkCapacity() guarantees blocks >= batch, so the requests of
             // one batch address distinct blocks on both sides.
@@ -275,13 +352,15 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
         }
         cursor += spec.batch_size;
         if (ctx.options.check_consistency) {
-            if (!consistencyRound(ctx, result, thread, iteration, lbuf,
+            if (!consistencyRound(ctx, result, thread, iteration, warmup, lbuf,
                                   requests)) {
                 return;
             }
-        } else if (!account(ctx, result, runBatch(ctx, requests, thread))) {
+        } else if (!account(ctx, result, runBatch(ctx, requests, thread),
+                            warmup)) {
             return;
         }
+        if (warmup && !ctx.arriveAfterWarmup()) return;
     }
 }
 
@@ -345,20 +424,29 @@ Status checkCapacity(const BenchOptions& options,
             " bytes)");
 }
 
+Status runFirstTransfer(TransferEngine& engine, const BenchOptions& options,
+                        const std::vector<LocalBuffer>& local,
+                        const RemoteTarget& remote, double& latency_us) {
+    CaseSpec spec{options.start_block_size, 1, 1};
+    CaseContext ctx(engine, options, local, remote, spec, 0);
+    Request r;
+    r.opcode = firstTransferOpcode(options);
+    r.source = local[0].addr;
+    r.target_id = remote.id;
+    r.target_offset = remote.buffers[0].base;
+    r.length = spec.block_size;
+    r.transport_hint = options.transport_hint;
+    BatchOutcome out = runBatch(ctx, {r}, 0);
+    latency_us = out.latency_us;
+    if (out.failed == 0 && out.error.empty()) return Status::OK();
+    return Status::InternalError("first transfer: " + out.error);
+}
+
 CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
                    const std::vector<LocalBuffer>& local,
                    const RemoteTarget& remote, const CaseSpec& spec,
                    uint64_t case_index) {
-    Clock::time_point start = Clock::now();
-    CaseContext ctx{
-        engine,
-        options,
-        local,
-        remote,
-        spec,
-        case_index,
-        start + std::chrono::duration_cast<Clock::duration>(
-                    std::chrono::duration<double>(options.duration_s))};
+    CaseContext ctx(engine, options, local, remote, spec, case_index);
     std::vector<ThreadResult> results(spec.num_threads);
     std::vector<std::thread> threads;
     for (int t = 0; t < spec.num_threads; ++t) {
@@ -371,14 +459,19 @@ CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
     out.block_size = spec.block_size;
     out.batch_size = spec.batch_size;
     out.num_threads = spec.num_threads;
-    out.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+    if (ctx.window_open) {
+        out.elapsed_s =
+            std::chrono::duration<double>(Clock::now() - ctx.window_start)
+                .count();
+    }
     for (ThreadResult& r : results) {
         out.bytes += r.bytes;
         out.requests += r.requests;
         out.failed_requests += r.failed;
-        out.batch_latencies_us.insert(out.batch_latencies_us.end(),
-                                      r.latencies_us.begin(),
-                                      r.latencies_us.end());
+        out.first_batch_us = std::max(out.first_batch_us, r.first_batch_us);
+        out.request_latencies_us.insert(out.request_latencies_us.end(),
+                                        r.latencies_us.begin(),
+                                        r.latencies_us.end());
         if (out.first_error.empty()) out.first_error = r.first_error;
     }
     return out;
