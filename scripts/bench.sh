@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# One command for this host's performance picture, in a single run:
+#
+#   scripts/bench.sh [--quick]
+#
+# Builds what it needs (softmpcomm, tebench, tent_memcpy_bw and
+# tent_transport_overhead in the USE_MPCOMM=ON tree), then measures
+#   - tebench over mpcomm (softmpcomm) and over tcp, read and write,
+#     blocks 64 KiB..64 MiB, batch 1..16, threads 1..2 (--quick: batch 1
+#     and 16 only, shorter cases);
+#   - iperf3 over loopback, 1 and 2 streams, 1 MiB writes;
+#   - ucx_perftest ucp_put_bw / ucp_get over UCX's tcp transport, when
+#     ucx-utils is installed (skipped with a note otherwise);
+#   - memcpy of the same block sizes (tent_memcpy_bw);
+#   - tent_transport_overhead (ns per request through MpcommTransport);
+# and prints one side-by-side table (each of ours also as a ratio to iperf3
+# and to memcpy), writes bench/results.json and plots GB/s against block
+# size into bench/gbps_vs_block.png. Raw outputs stay in bench/raw/.
+# --quick finishes in under 3 minutes on a 2-core host once built.
+# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
+
+QUICK=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "bench: unknown argument '$arg' (expected --quick)" >&2; exit 2 ;;
+  esac
+done
+
+OUT="$ROOT/bench"
+RAW="$OUT/raw"
+rm -rf "$RAW"
+mkdir -p "$RAW"
+START_BLOCK=65536
+MAX_BLOCK=67108864
+if [ $QUICK -eq 1 ]; then
+  MODE=quick
+  DURATION="${DURATION:-0.1}"
+  # Two sweeps per transport and op instead of the whole batch range.
+  BATCH_RANGES=("1 1" "16 16")
+  IPERF_SECONDS=1
+  UCX_SIZES=(65536 1048576 16777216)
+  UCX_BYTES=$((64 << 20))
+  OVERHEAD_MIN_TIME=0.05
+else
+  MODE=full
+  DURATION="${DURATION:-1}"
+  BATCH_RANGES=("1 16")
+  IPERF_SECONDS=5
+  UCX_SIZES=()
+  for ((s = START_BLOCK; s <= MAX_BLOCK; s *= 2)); do UCX_SIZES+=("$s"); done
+  UCX_BYTES=$((512 << 20))
+  OVERHEAD_MIN_TIME=0.5
+fi
+MAX_THREADS=2
+
+# --- tools ------------------------------------------------------------------
+"$ROOT/scripts/install_deps.sh"
+# gnuplot draws the PNG, iperf3 is the loopback reference; both from Debian.
+need=()
+command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+command -v iperf3 >/dev/null || need+=(iperf3)
+if [ ${#need[@]} -gt 0 ]; then
+  step "apt-get install ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+build_softmpcomm
+build_on tebench tent_memcpy_bw tent_transport_overhead
+BIN="$BUILD_ON/benchmark"
+SECONDS=0
+
+# Waits until `file` has a line matching `pattern` or `pid` exits, at most
+# 10 s; the server's own log line is the readiness signal.
+wait_for_line() {
+  local file="$1" pattern="$2" pid="$3"
+  for _ in $(seq 1 100); do
+    grep -q "$pattern" "$file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+# Ports for the reference servers: per run, outside TENT's 15000-17000 and
+# below the ephemeral range.
+REF_PORT=$((31000 + ($$ % 1000) * 2))
+
+# --- tebench ----------------------------------------------------------------
+for xport in mpcomm tcp; do
+  for op in read write; do
+    for range in "${BATCH_RANGES[@]}"; do
+      read -r b0 b1 <<<"$range"
+      step "tebench over $xport, $op, batch $b0..$b1, threads 1..$MAX_THREADS"
+      # Each thread needs room for a batch of the largest blocks.
+      TOTAL_BUFFER_SIZE=$((MAX_BLOCK * b1 * MAX_THREADS)) \
+      LOGDIR="$RAW/logs_${xport}_${op}_b${b0}" \
+        "$ROOT/scripts/tebench_pair.sh" "$BIN/tebench" "$xport" \
+        --op_type="$op" --start_block_size=$START_BLOCK \
+        --max_block_size=$MAX_BLOCK --start_batch_size="$b0" \
+        --max_batch_size="$b1" --start_num_threads=1 \
+        --max_num_threads=$MAX_THREADS --duration="$DURATION" \
+        --json_out="$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
+    done
+  done
+done
+
+# --- memcpy -----------------------------------------------------------------
+step "memcpy, $START_BLOCK..$MAX_BLOCK bytes"
+"$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
+  --max_block_size=$MAX_BLOCK --duration="$DURATION" | tee "$RAW/memcpy.txt"
+
+# --- iperf3 -----------------------------------------------------------------
+for streams in 1 2; do
+  step "iperf3 loopback, $streams stream(s), 1 MiB writes, ${IPERF_SECONDS} s"
+  # --forceflush: the "Server listening" line is the readiness signal,
+  # and iperf3 block-buffers it when stdout is a file.
+  iperf3 -s -1 --forceflush -p "$REF_PORT" >"$RAW/iperf3_server_P$streams.log" 2>&1 &
+  server=$!
+  if ! wait_for_line "$RAW/iperf3_server_P$streams.log" "Server listening" "$server"; then
+    echo "bench: the iperf3 server did not come up:" >&2
+    cat "$RAW/iperf3_server_P$streams.log" >&2
+    exit 1
+  fi
+  iperf3 -c 127.0.0.1 -p "$REF_PORT" -P "$streams" -l 1M -t "$IPERF_SECONDS" -J \
+    >"$RAW/iperf3_P$streams.json"
+  wait "$server" || true
+done
+
+# --- UCX --------------------------------------------------------------------
+if command -v ucx_perftest >/dev/null; then
+  for test in ucp_put_bw ucp_get; do
+    for size in "${UCX_SIZES[@]}"; do
+      iters=$((UCX_BYTES / size))
+      ((iters > 1000)) && iters=1000
+      ((iters < 8)) && iters=8
+      step "ucx_perftest $test over tcp, $size bytes x $iters"
+      log="$RAW/ucx_server_${test}_$size.log"
+      # Line-buffered: its "Waiting for connection" line is the readiness
+      # signal, which stdio would hold back in a file.
+      UCX_TLS=tcp,self stdbuf -oL ucx_perftest -p "$REF_PORT" >"$log" 2>&1 &
+      server=$!
+      if ! wait_for_line "$log" "Waiting for connection" "$server"; then
+        echo "bench: the ucx_perftest server did not come up:" >&2
+        cat "$log" >&2
+        exit 1
+      fi
+      UCX_TLS=tcp,self timeout 120 ucx_perftest 127.0.0.1 -p "$REF_PORT" \
+        -t "$test" -s "$size" -n "$iters" -w 4 >"$RAW/ucx_${test}_$size.txt" 2>&1
+      grep '^Final:' "$RAW/ucx_${test}_$size.txt" || true
+      wait "$server" || true
+    done
+  done
+else
+  step "ucx_perftest: skipped"
+  echo "ucx-utils is not installed (apt-get install ucx-utils adds the UCX rows)" |
+    tee "$RAW/ucx_skipped.txt"
+fi
+
+# --- transport overhead -----------------------------------------------------
+step "tent_transport_overhead (ns per request over an instant adapter)"
+"$BIN/tent_transport_overhead" --benchmark_min_time=$OVERHEAD_MIN_TIME \
+  --benchmark_out="$RAW/overhead.json" --benchmark_out_format=json
+
+# --- report -----------------------------------------------------------------
+step "report ($MODE mode, measurements took ${SECONDS} s)"
+python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
+  --mode="$MODE" --duration="$DURATION" --seconds="$SECONDS"

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Merges the raw outputs of scripts/bench.sh into one table, results.json
+and a PNG plot of GB/s against block size.
+
+usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
+                       --duration=S --seconds=N
+
+Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>.json (tebench
+--json_out), memcpy.txt (tent_memcpy_bw), iperf3_P<n>.json (iperf3 -J),
+ucx_<test>_<size>.txt (ucx_perftest) or ucx_skipped.txt, overhead.json
+(Google Benchmark). Writes --out/results.json, --out/table.txt,
+--out/gbps_vs_block.png (through gnuplot) and the data it plots.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+SERIES = [("mpcomm", "read"), ("mpcomm", "write"), ("tcp", "read"),
+          ("tcp", "write")]
+
+
+def load_tebench(raw):
+    rows, first = [], {}
+    for path in sorted(glob.glob(os.path.join(raw, "tebench_*.json"))):
+        with open(path) as f:
+            report = json.load(f)
+        if not report.get("ok", False):
+            sys.exit("bench_report: %s records a failed run: %s" %
+                     (path, report.get("error")))
+        run = report["run"]
+        batches = re.search(r"_b(\d+-\d+)\.json$", path)
+        key = "%s/%s/batch %s" % (run["transport"], run["op"],
+                                  batches.group(1) if batches else "?")
+        first[key] = report["first_transfer_us"]
+        rows += report["rows"]
+    return rows, first
+
+
+def load_memcpy(raw):
+    out = {}
+    with open(os.path.join(raw, "memcpy.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "memcpy":
+                out[int(parts[1])] = float(parts[2])
+    return out
+
+
+def load_iperf3(raw):
+    out = {}
+    for streams in (1, 2):
+        with open(os.path.join(raw, "iperf3_P%d.json" % streams)) as f:
+            report = json.load(f)
+        out[streams] = report["end"]["sum_received"]["bits_per_second"] / 8e9
+    return out
+
+
+def load_ucx(raw):
+    """{(test, size): GB/s} from ucx_perftest's 'Final:' line, or a note."""
+    skipped = os.path.join(raw, "ucx_skipped.txt")
+    if os.path.exists(skipped):
+        with open(skipped) as f:
+            return {}, f.read().strip()
+    out = {}
+    for path in glob.glob(os.path.join(raw, "ucx_ucp_*.txt")):
+        m = re.match(r"ucx_(ucp_\w+?)_(\d+)\.txt$", os.path.basename(path))
+        with open(path) as f:
+            final = [l for l in f if l.startswith("Final:")]
+        if m and final:
+            # Final: iters, overhead p50/avg/overall (us), bandwidth
+            # avg/overall (MB/s = 2^20 B/s), message rate avg/overall.
+            mbps = float(final[-1].split()[6])
+            out[(m.group(1), int(m.group(2)))] = mbps * (1 << 20) / 1e9
+    return out, "" if out else "ucx_perftest printed no result"
+
+
+def load_overhead(raw):
+    with open(os.path.join(raw, "overhead.json")) as f:
+        report = json.load(f)
+    out = []
+    for b in report["benchmarks"]:
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        args = dict(re.findall(r"(\w+):(\d+)", b["name"]))
+        scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b["time_unit"]]
+        out.append({"name": b["name"].split("/")[0],
+                    "buffers": int(args.get("buffers", 0)),
+                    "peers": int(args.get("peers", 0)),
+                    "ns_per_request": b["cpu_time"] * scale})
+    return out
+
+
+def ratio(value, ref):
+    return value / ref if ref else None
+
+
+def fmt(v, width=7, digits=2):
+    return ("%*.*f" % (width, digits, v)) if v is not None else "%*s" % (
+        width, "-")
+
+
+def build(rows, memcpy, iperf3, ucx):
+    """One entry per (block, batch, threads): every series side by side."""
+    table = {}
+    for r in rows:
+        key = (r["block_size"], r["batch_size"], r["threads"])
+        r["ratio_iperf3"] = ratio(r["bw_gbps"], iperf3.get(r["threads"]))
+        r["ratio_memcpy"] = ratio(r["bw_gbps"], memcpy.get(r["block_size"]))
+        table.setdefault(key, {})[(r["transport"], r["op"])] = r
+    lines = []
+    head = "%9s %5s %3s" % ("block", "batch", "thr")
+    for xport, op in SERIES:
+        name = "%s %s" % (xport, op)
+        head += " | %-21s" % name
+    head += " | %7s %7s | %7s %7s" % ("ucx put", "ucx get", "memcpy",
+                                        "iperf3")
+    sub = "%9s %5s %3s" % ("(bytes)", "", "")
+    sub += " | %7s %6s %6s" % ("GB/s", "/ip3", "/mcp") * len(SERIES)
+    sub += " | %7s %7s | %7s %7s" % ("GB/s", "GB/s", "GB/s", "GB/s")
+    lines += [head, sub, "-" * len(sub)]
+    for key in sorted(table):
+        block, batch, threads = key
+        line = "%9d %5d %3d" % key
+        for series in SERIES:
+            r = table[key].get(series)
+            if r is None:
+                line += " | %7s %6s %6s" % ("-", "-", "-")
+            else:
+                line += " | %s %s %s" % (fmt(r["bw_gbps"], 7, 3),
+                                          fmt(r["ratio_iperf3"], 6),
+                                          fmt(r["ratio_memcpy"], 6))
+        line += " | %s %s | %s %s" % (
+            fmt(ucx.get(("ucp_put_bw", block)), 7, 3),
+            fmt(ucx.get(("ucp_get", block)), 7, 3),
+            fmt(memcpy.get(block), 7, 3), fmt(iperf3.get(threads), 7, 3))
+        lines.append(line)
+    return lines
+
+
+def plot(out_dir, rows, memcpy, iperf3, ucx):
+    """Best GB/s over batch and threads per block size, one line a series."""
+    data = os.path.join(out_dir, "gbps_vs_block.dat")
+    blocks = sorted({r["block_size"] for r in rows} | set(memcpy))
+    columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy"]
+    with open(data, "w") as f:
+        f.write("# block_size " + " ".join(columns) + "  (GB/s; best over "
+                "batch and threads for tebench; NaN = not measured)\n")
+        for block in blocks:
+            vals = []
+            for xport, op in SERIES:
+                bw = [r["bw_gbps"] for r in rows if r["block_size"] == block
+                      and r["transport"] == xport and r["op"] == op]
+                vals.append(max(bw) if bw else None)
+            vals += [ucx.get(("ucp_put_bw", block)),
+                     ucx.get(("ucp_get", block)), memcpy.get(block)]
+            f.write("%d %s\n" % (block, " ".join(
+                "NaN" if v is None else "%.4f" % v for v in vals)))
+    png = os.path.join(out_dir, "gbps_vs_block.png")
+    titles = ["tebench mpcomm read", "tebench mpcomm write",
+              "tebench tcp read", "tebench tcp write", "ucx_perftest put (tcp)",
+              "ucx_perftest get (tcp)", "memcpy"]
+    plots = ['"%s" using ($1/1024):%d with linespoints title "%s"' %
+             (data, i + 2, t) for i, t in enumerate(titles)]
+    for streams, gbps in sorted(iperf3.items()):
+        plots.append('%f with lines dashtype 2 title "iperf3 loopback, %d '
+                     'stream(s)"' % (gbps, streams))
+    script = "\n".join([
+        "set terminal pngcairo size 1100,700 noenhanced",
+        'set output "%s"' % png,
+        'set title "GB/s against block size on %s (%d cores)"' %
+        (platform.node(), os.cpu_count()),
+        "set logscale x 2",
+        'set xlabel "block size (KiB)"',
+        'set ylabel "GB/s (1e9 B/s)"',
+        "set key outside right",
+        "set grid",
+        "set yrange [0:*]",
+        "plot " + ", \\\n     ".join(plots),
+    ]) + "\n"
+    with open(os.path.join(out_dir, "gbps_vs_block.gp"), "w") as f:
+        f.write(script)
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    return png
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--mode", required=True)
+    ap.add_argument("--duration", type=float, required=True)
+    ap.add_argument("--seconds", type=int, required=True)
+    args = ap.parse_args()
+
+    rows, first = load_tebench(args.raw)
+    memcpy = load_memcpy(args.raw)
+    iperf3 = load_iperf3(args.raw)
+    ucx, ucx_note = load_ucx(args.raw)
+    overhead = load_overhead(args.raw)
+
+    lines = build(rows, memcpy, iperf3, ucx)
+    lines.append("")
+    lines.append("/ip3: ratio to iperf3 loopback with as many streams as "
+                 "threads; /mcp: ratio to memcpy of the block size.")
+    lines.append("First transfer of each tebench run (us, connection setup "
+                 "included): " + ", ".join("%s %.0f" % kv
+                                           for kv in sorted(first.items())))
+    if ucx_note:
+        lines.append("UCX: " + ucx_note)
+    lines.append("")
+    lines.append("tent_transport_overhead (CPU ns per request):")
+    for o in overhead:
+        lines.append("  %-18s buffers=%-5s peers=%-3d %12.1f" % (
+            o["name"], o["buffers"] or "-", o["peers"], o["ns_per_request"]))
+    png = plot(args.out, rows, memcpy, iperf3, ucx)
+    lines.append("")
+    lines.append("plot: %s" % png)
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "table.txt"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+    results = {
+        "mode": args.mode,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": {"name": platform.node(), "cpus": os.cpu_count(),
+                 "kernel": platform.release()},
+        "tebench_case_duration_s": args.duration,
+        "measurement_seconds": args.seconds,
+        "tebench": rows,
+        "tebench_first_transfer_us": first,
+        "memcpy": [{"block_size": b, "gbps": g}
+                   for b, g in sorted(memcpy.items())],
+        "iperf3": [{"streams": s, "write_size": 1 << 20, "gbps": g}
+                   for s, g in sorted(iperf3.items())],
+        "ucx": [{"test": t, "block_size": s, "gbps": g}
+                for (t, s), g in sorted(ucx.items())],
+        "ucx_note": ucx_note,
+        "transport_overhead": overhead,
+        "plot": png,
+    }
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
