@@ -48,11 +48,14 @@ CaseSummary summarizeCase(const CaseResult& result) {
     return out;
 }
 
-void printFirstTransfer(double latency_us, const char* op, uint64_t bytes) {
+void printFirstTransfer(double latency_us, uint64_t block_size,
+                        uint64_t batch_size, int threads) {
     std::printf(
-        "First transfer: %.1f us (%s of %llu bytes; includes connection "
-        "setup unless the transport connected at openSegment)\n",
-        latency_us, op, static_cast<unsigned long long>(bytes));
+        "First transfer: %.1f us (first batch of %llu x %llu bytes, %d "
+        "thread(s); includes connection setup unless the transport "
+        "connected at openSegment)\n",
+        latency_us, static_cast<unsigned long long>(batch_size),
+        static_cast<unsigned long long>(block_size), threads);
     std::fflush(stdout);
 }
 

@@ -65,10 +65,12 @@ CaseSummary summarizeCase(const CaseResult& result);
 // at or below it; 0 for an empty sample. Reorders `samples`.
 double nearestRankPercentile(std::vector<double>& samples, double fraction);
 
-// "First transfer: ..." line, printed before the table: the latency of the
-// run's very first request, which pays for connection setup unless the
-// transport connected when the segment was opened.
-void printFirstTransfer(double latency_us, const char* op, uint64_t bytes);
+// "First transfer: ..." line, printed before the table: the slowest
+// thread's first batch of the first case, the run's first transfers, which
+// pay for connection setup unless the transport connected when the segment
+// was opened.
+void printFirstTransfer(double latency_us, uint64_t block_size,
+                        uint64_t batch_size, int threads);
 void printHeader();
 void printRow(const CaseResult& result);
 // The failure report: count, total and the first error.
@@ -86,6 +88,7 @@ struct RunInfo {
     std::string transport_hint;
     double duration_s = 0;
     bool check_consistency = false;
+    // The first case's first_batch_us: the run's first transfers.
     double first_transfer_us = 0;
     // Empty when every case passed.
     std::string error;

@@ -154,10 +154,12 @@ def check_consistency_run(tebench):
                 "--start_num_threads=1", "--max_num_threads=2",
                 "--duration=0.5", "--json_out=" + json_out])
             assert rc == 0, (rc, out, err)
-            m = re.search(r"^First transfer: ([\d.]+) us \(READ of 4096 bytes",
-                          out, re.M)
+            # The first case (4096 B, batch 2, 1 thread) opens the table.
+            m = re.search(r"^First transfer: ([\d.]+) us \(first batch of "
+                          r"2 x 4096 bytes, 1 thread", out, re.M)
             assert m and float(m.group(1)) > 0, out
             assert all(h in out for h in HEADER), out
+            assert out.index("First transfer:") < out.index("BlkSize (B)"), out
             matches = [m for m in map(ROW.match, out.splitlines()) if m]
             rows = [tuple(int(g) for g in m.groups()[:3]) for m in matches]
             expected = [(b, n, t)

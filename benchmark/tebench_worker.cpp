@@ -84,9 +84,14 @@ struct CaseContext {
     // arrive opens the steady-state window, so that no thread's warm-up
     // overlaps another's measurement; returns false when the case stopped
     // (a failure) before that.
-    bool arriveAfterWarmup() {
+    bool arriveAfterWarmup(double first_batch_us) {
         std::unique_lock<std::mutex> lock(mu);
+        slowest_first_batch_us =
+            std::max(slowest_first_batch_us, first_batch_us);
         if (++arrived == spec.num_threads) {
+            // Reported before the window opens, so that the report's time
+            // is not counted in the steady state.
+            if (on_warmup_done) on_warmup_done(slowest_first_batch_us);
             window_start = Clock::now();
             window_end = window_start +
                          std::chrono::duration_cast<Clock::duration>(
@@ -114,11 +119,13 @@ struct CaseContext {
     const RemoteTarget& remote;
     const CaseSpec& spec;
     uint64_t case_index;
+    WarmupDone on_warmup_done;
     std::atomic<bool> stop{false};
 
     std::mutex mu;
     std::condition_variable cv;
     int arrived = 0;
+    double slowest_first_batch_us = 0;
     // Written under `mu` before window_open; read after arriving (which
     // synchronises through `mu`) or after joining the threads.
     bool window_open = false;
@@ -360,7 +367,7 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
                             warmup)) {
             return;
         }
-        if (warmup && !ctx.arriveAfterWarmup()) return;
+        if (warmup && !ctx.arriveAfterWarmup(result.first_batch_us)) return;
     }
 }
 
@@ -424,29 +431,12 @@ Status checkCapacity(const BenchOptions& options,
             " bytes)");
 }
 
-Status runFirstTransfer(TransferEngine& engine, const BenchOptions& options,
-                        const std::vector<LocalBuffer>& local,
-                        const RemoteTarget& remote, double& latency_us) {
-    CaseSpec spec{options.start_block_size, 1, 1};
-    CaseContext ctx(engine, options, local, remote, spec, 0);
-    Request r;
-    r.opcode = firstTransferOpcode(options);
-    r.source = local[0].addr;
-    r.target_id = remote.id;
-    r.target_offset = remote.buffers[0].base;
-    r.length = spec.block_size;
-    r.transport_hint = options.transport_hint;
-    BatchOutcome out = runBatch(ctx, {r}, 0);
-    latency_us = out.latency_us;
-    if (out.failed == 0 && out.error.empty()) return Status::OK();
-    return Status::InternalError("first transfer: " + out.error);
-}
-
 CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
                    const std::vector<LocalBuffer>& local,
                    const RemoteTarget& remote, const CaseSpec& spec,
-                   uint64_t case_index) {
+                   uint64_t case_index, const WarmupDone& on_warmup_done) {
     CaseContext ctx(engine, options, local, remote, spec, case_index);
+    ctx.on_warmup_done = on_warmup_done;
     std::vector<ThreadResult> results(spec.num_threads);
     std::vector<std::thread> threads;
     for (int t = 0; t < spec.num_threads; ++t) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "tebench_memory.h"
@@ -34,27 +35,18 @@ Status checkCapacity(const BenchOptions& options,
                      const std::vector<LocalBuffer>& local,
                      const RemoteTarget& remote);
 
-// The opcode of the run's first transfer: WRITE for --op_type=write, else
-// READ (which leaves the target's memory alone).
-inline Request::OpCode firstTransferOpcode(const BenchOptions& options) {
-    return options.op_type == OpType::kWrite ? Request::WRITE : Request::READ;
-}
-
-// The run's very first request, made before any case: one --start_block_size
-// block between the start of the first local and the first remote buffer.
-// Its latency is what connection setup costs when the transport connects on
-// first use; checkCapacity() must have passed.
-Status runFirstTransfer(TransferEngine& engine, const BenchOptions& options,
-                        const std::vector<LocalBuffer>& local,
-                        const RemoteTarget& remote, double& latency_us);
+// Called once per case, by a worker thread, when every thread has finished
+// its first batch and the steady-state window opens; the argument is the
+// slowest of those first batches, in microseconds.
+using WarmupDone = std::function<void(double first_batch_us)>;
 
 // Runs one case: every thread's first batch (the warm-up), then
 // --duration seconds of steady state, or until a transfer fails. Every
 // transfer is polled with the --transfer_timeout_s deadline, so this returns
-// even when the target dies.
+// even when the target dies. `on_warmup_done` may be empty.
 CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
                    const std::vector<LocalBuffer>& local,
                    const RemoteTarget& remote, const CaseSpec& spec,
-                   uint64_t case_index);
+                   uint64_t case_index, const WarmupDone& on_warmup_done = {});
 
 }  // namespace mooncake::tent::bench
