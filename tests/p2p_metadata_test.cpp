@@ -349,7 +349,6 @@ TEST(P2PMetadataTest, StopReturnsWithIdleClientsConnected) {
     // The connection ends without a frame: closed (OK, no payload) or reset.
     Status ended = readFrame(idle, payload, kTimeoutMs, 1 << 20);
     EXPECT_TRUE(payload.empty()) << ended;
-    EXPECT_TRUE(!ended.ok() || payload.empty()) << ended;
     ::close(idle);
     ::close(partial);
     // Restartable after stop.
