@@ -8,8 +8,9 @@
 
 #include <sstream>
 
+#include "net/socket_io.h"
+#include "net/stream_server.h"
 #include "transport/tcp/tcp_task.h"
-#include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
@@ -26,6 +27,19 @@ std::string hostOf(const std::string& segment_name) {
     size_t colon = segment_name.rfind(':');
     return colon == std::string::npos ? segment_name
                                       : segment_name.substr(0, colon);
+}
+
+// The target side's limits: transports/tcp/idle_timeout_ms (60 s; the
+// initiator redials a pooled connection the target closed),
+// frame_timeout_ms (30 s for one request of up to 16 MiB and its reply)
+// and max_connections (256).
+Status readLimits(const std::shared_ptr<Config>& conf, net::ServerLimits& out) {
+    out.idle_timeout_ms = 60000;
+    out.frame_timeout_ms = 30000;
+    out.max_connections = 256;
+    out.key_prefix = "transports/tcp";
+    return conf ? net::readServerLimits(*conf, out.key_prefix, out)
+                : Status::OK();
 }
 
 Status readSettings(const std::shared_ptr<Config>& conf,
@@ -50,7 +64,12 @@ Status readSettings(const std::shared_ptr<Config>& conf,
 
 }  // namespace
 
-TcpTransport::TcpTransport() = default;
+TcpTransport::TcpTransport()
+    : server_(std::make_unique<net::StreamServer>(
+          "TcpTransport", [this](const net::StreamServer::Connection& conn,
+                                 net::Deadline deadline) {
+              return serveFrame(conn.fd, conn.peer, deadline);
+          })) {}
 
 TcpTransport::~TcpTransport() { uninstall(); }
 
@@ -67,9 +86,11 @@ Status TcpTransport::install(std::string& local_segment_name,
             "endpoint");
     }
     CHECK_STATUS(readSettings(conf, settings_));
+    net::ServerLimits limits;
+    CHECK_STATUS(readLimits(conf, limits));
     int fd = -1;
     uint16_t port = 0;
-    CHECK_STATUS(tcp_wire::listenAny(0, fd, port));
+    CHECK_STATUS(net::listenOn(0, fd, port));
     std::string endpoint =
         hostOf(local_segment_name) + ":" + std::to_string(port);
     SegmentManager& segments = metadata->segmentManager();
@@ -83,14 +104,13 @@ Status TcpTransport::install(std::string& local_segment_name,
         return Status(s.code(), "tcp transport cannot publish its endpoint " +
                                     endpoint + ": " + std::string(s.message()));
     }
+    CHECK_STATUS(server_->start(fd, limits));
     metadata_ = std::move(metadata);
-    listen_fd_ = fd;
     listen_port_ = port;
     endpoint_ = endpoint;
     caps = Capabilities();
     caps.dram_to_dram = true;
     running_.store(true);
-    acceptor_ = std::thread(&TcpTransport::acceptLoop, this);
     for (int i = 0; i < settings_.workers; ++i) {
         workers_.emplace_back(&TcpTransport::workerLoop, this);
     }
@@ -102,9 +122,11 @@ Status TcpTransport::install(std::string& local_segment_name,
 
 Status TcpTransport::uninstall() {
     if (!running_.exchange(false)) return Status::OK();
-    // Shutting the sockets down (not closing them: their owners do) wakes
-    // every thread blocked on one; the flag tells them to leave.
-    ::shutdown(listen_fd_, SHUT_RDWR);
+    // The target side first: it joins every connection thread, so no
+    // peer touches registered memory once it returns.
+    server_->stop();
+    // Shutting the dialled sockets down (not closing them: their workers
+    // do) wakes every worker blocked on one; the flag tells them to leave.
     {
         std::lock_guard<std::mutex> lock(conn_mu_);
         for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
@@ -115,17 +137,8 @@ Status TcpTransport::uninstall() {
         std::lock_guard<std::mutex> lock(queue_mu_);
     }
     queue_cv_.notify_all();
-    if (acceptor_.joinable()) acceptor_.join();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
-    std::vector<Server> servers;
-    {
-        std::lock_guard<std::mutex> lock(conn_mu_);
-        servers.swap(servers_);
-    }
-    for (Server& server : servers) server.thread.join();
-    ::close(listen_fd_);
-    listen_fd_ = -1;
     failQueued();
     return Status::OK();
 }
