@@ -2,17 +2,21 @@
 // net::StreamServer accepted.
 #include <glog/logging.h>
 
-#include <mutex>
-#include <shared_mutex>
+#include <algorithm>
 
 #include "net/socket_io.h"
 #include "net/stream_server.h"
 #include "tent/transport/tcp/tcp_transport.h"
+#include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
 namespace {
+
+// Registered memory is moved in slices of this size, so an unregister is
+// noticed within one slice of a transfer that is making progress.
+constexpr uint64_t kSlice = 1ull << 20;
 
 Status sendReply(int fd, uint32_t code, uint64_t length,
                  net::Deadline deadline) {
@@ -22,6 +26,45 @@ Status sendReply(int fd, uint32_t code, uint64_t length,
     unsigned char buf[tcp_wire::kReplyHeaderBytes];
     tcp_wire::encode(reply, buf);
     return net::sendAll(fd, buf, sizeof(buf), deadline);
+}
+
+// WRITE into pinned memory. When the buffer starts retiring part way, the
+// pin is released, the rest of the payload is drained unstored, and the
+// request is answered as a bad range.
+Status serveWrite(int fd, const tcp_wire::RequestHeader& req,
+                  TcpBufferTable::Pin& pin, net::Deadline deadline) {
+    char* mem = reinterpret_cast<char*>(req.addr);
+    uint64_t done = 0;
+    while (done < req.length && !pin.retiring()) {
+        uint64_t n = std::min(kSlice, req.length - done);
+        CHECK_STATUS(net::recvAll(fd, mem + done, n, deadline));
+        done += n;
+    }
+    const bool retired = done < req.length;
+    pin.release();
+    if (retired) {
+        CHECK_STATUS(net::discard(fd, req.length - done, deadline));
+        return sendReply(fd, tcp_wire::kReplyBadRange, 0, deadline);
+    }
+    return sendReply(fd, tcp_wire::kReplyOk, 0, deadline);
+}
+
+// READ from pinned memory. The reply header promises every byte, so a
+// buffer retiring part way ends the connection instead.
+Status serveRead(int fd, const tcp_wire::RequestHeader& req,
+                 TcpBufferTable::Pin& pin, net::Deadline deadline) {
+    const char* mem = reinterpret_cast<const char*>(req.addr);
+    CHECK_STATUS(sendReply(fd, tcp_wire::kReplyOk, req.length, deadline));
+    for (uint64_t done = 0; done < req.length;) {
+        if (pin.retiring()) {
+            return Status::InvalidArgument(
+                "the buffer was unregistered during the READ");
+        }
+        uint64_t n = std::min(kSlice, req.length - done);
+        CHECK_STATUS(net::sendAll(fd, mem + done, n, deadline));
+        done += n;
+    }
+    return Status::OK();
 }
 
 }  // namespace
@@ -43,33 +86,28 @@ bool TcpTransport::serveFrame(int fd, const std::string& peer,
         }
     }
     const bool is_write = req.op == tcp_wire::kOpWrite;
-    bool in_range = false;
     if (s.ok()) {
-        // Held while the memory is touched, so removeMemoryBuffer()
-        // cannot retire a buffer under an in-progress access.
-        std::shared_lock<std::shared_mutex> lock(buffers_mu_);
-        in_range = rangeRegistered(req.addr, req.length);
-        if (in_range) {
-            void* mem = reinterpret_cast<void*>(req.addr);
-            if (is_write) {
-                s = net::recvAll(fd, mem, req.length, deadline);
-                if (s.ok()) s = sendReply(fd, tcp_wire::kReplyOk, 0, deadline);
-            } else {
-                s = sendReply(fd, tcp_wire::kReplyOk, req.length, deadline);
-                if (s.ok()) s = net::sendAll(fd, mem, req.length, deadline);
+        // The pin, not a lock, keeps the buffer registered while its bytes
+        // move: registration and unregistration of anything else never wait
+        // for this peer.
+        TcpBufferTable::Pin pin = buffers_->pin(req.addr, req.length, fd);
+        if (pin && !pin.retiring()) {
+            s = is_write ? serveWrite(fd, req, pin, deadline)
+                         : serveRead(fd, req, pin, deadline);
+        } else {
+            pin.release();
+            LOG(WARNING) << "TcpTransport: refused "
+                         << (is_write ? "WRITE" : "READ") << " of "
+                         << req.length << " bytes at 0x" << std::hex << req.addr
+                         << std::dec << " from " << peer
+                         << ": not within one registered buffer";
+            // A refused WRITE's payload is drained (never stored) so the
+            // next frame is found where the peer expects it.
+            if (is_write) s = net::discard(fd, req.length, deadline);
+            if (s.ok()) {
+                s = sendReply(fd, tcp_wire::kReplyBadRange, 0, deadline);
             }
         }
-    }
-    if (s.ok() && !in_range) {
-        LOG(WARNING) << "TcpTransport: refused "
-                     << (is_write ? "WRITE" : "READ") << " of " << req.length
-                     << " bytes at 0x" << std::hex << req.addr << std::dec
-                     << " from " << peer
-                     << ": not within one registered buffer";
-        // A refused WRITE's payload is drained (never stored) so the next
-        // frame is found where the peer expects it.
-        if (is_write) s = net::discard(fd, req.length, deadline);
-        if (s.ok()) s = sendReply(fd, tcp_wire::kReplyBadRange, 0, deadline);
     }
     if (!s.ok()) {
         if (server_->stopping()) return false;  // uninstall() shut it down

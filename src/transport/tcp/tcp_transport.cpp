@@ -10,6 +10,7 @@
 
 #include "net/socket_io.h"
 #include "net/stream_server.h"
+#include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_task.h"
 
 namespace mooncake::tent {
@@ -57,15 +58,24 @@ Status readSettings(const std::shared_ptr<Config>& conf,
             "transports/tcp/workers must be in [1, 256], got " +
             std::to_string(workers));
     }
+    int wait_ms =
+        conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
+    if (wait_ms <= 0) {
+        return Status::InvalidArgument(
+            "transports/tcp/unregister_wait_ms must be positive, got " +
+            std::to_string(wait_ms));
+    }
     out.timeout_ms = timeout_ms;
     out.workers = workers;
+    out.unregister_wait_ms = wait_ms;
     return Status::OK();
 }
 
 }  // namespace
 
 TcpTransport::TcpTransport()
-    : server_(std::make_unique<net::StreamServer>(
+    : buffers_(std::make_unique<TcpBufferTable>()),
+      server_(std::make_unique<net::StreamServer>(
           "TcpTransport", [this](const net::StreamServer::Connection& conn,
                                  net::Deadline deadline) {
               return serveFrame(conn.fd, conn.peer, deadline);
@@ -177,10 +187,7 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
         return Status::InvalidArgument(
             "tcp transport cannot register device memory at " + desc.location);
     }
-    {
-        std::unique_lock<std::shared_mutex> lock(buffers_mu_);
-        buffers_[desc.addr] = desc.length;
-    }
+    CHECK_STATUS(buffers_->add(desc.addr, desc.length));
     for (TransportType t : desc.transports) {
         if (t == TCP) return Status::OK();
     }
@@ -189,27 +196,13 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
 }
 
 Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
-    std::unique_lock<std::shared_mutex> lock(buffers_mu_);
-    auto it = buffers_.find(desc.addr);
-    if (it == buffers_.end()) {
-        return Status::InvalidArgument("tcp transport has no buffer at " +
-                                       hexRange(desc.addr, desc.length));
-    }
-    buffers_.erase(it);
-    return Status::OK();
+    // Waits only for peer accesses to this buffer, and only boundedly.
+    return buffers_->remove(desc.addr, desc.length,
+                            settings_.unregister_wait_ms);
 }
 
-bool TcpTransport::rangeRegistered(uint64_t addr, uint64_t length) const {
-    // Caller holds buffers_mu_ (shared). The candidate is the buffer with
-    // the greatest base <= addr; overlapping registrations are not merged,
-    // so a range spanning two buffers is refused.
-    auto it = buffers_.upper_bound(addr);
-    if (it == buffers_.begin()) return false;
-    --it;
-    uint64_t base = it->first, len = it->second;
-    if (addr < base) return false;
-    uint64_t offset = addr - base;
-    return offset <= len && length <= len - offset;
+size_t TcpTransport::activeAccesses() const {
+    return buffers_->activeAccesses();
 }
 
 Status TcpTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {

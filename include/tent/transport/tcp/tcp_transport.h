@@ -24,7 +24,6 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +35,7 @@ namespace mooncake::tent {
 namespace net {
 class StreamServer;
 }
+class TcpBufferTable;
 
 class TcpTransport : public Transport {
  public:
@@ -66,12 +66,17 @@ class TcpTransport : public Transport {
     uint16_t listenPort() const { return listen_port_; }
     // The target side's server (its stats), for diagnostics and tests.
     const net::StreamServer& server() const { return *server_; }
+    // Peer accesses to registered memory in flight now.
+    size_t activeAccesses() const;
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
     struct Settings {
         int timeout_ms = 5000;
         int workers = 4;
+        // How long removeMemoryBuffer() waits for peer accesses in flight
+        // on that buffer before it closes their connections.
+        int unregister_wait_ms = 1000;
     };
 
  private:
@@ -80,8 +85,6 @@ class TcpTransport : public Transport {
                     std::chrono::steady_clock::time_point deadline);
     void workerLoop();
     void runTask(Task& task, std::map<std::string, int>& connections);
-    // True when [addr, addr+length) lies within one registered buffer.
-    bool rangeRegistered(uint64_t addr, uint64_t length) const;
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
@@ -92,12 +95,12 @@ class TcpTransport : public Transport {
     std::string endpoint_;
     uint16_t listen_port_ = 0;
     std::atomic<bool> running_{false};
-    std::unique_ptr<net::StreamServer> server_;
 
-    // Registered ranges: base -> length. Held shared while a server
-    // thread touches the memory so removeMemoryBuffer() waits for it.
-    mutable std::shared_mutex buffers_mu_;
-    std::map<uint64_t, uint64_t> buffers_;
+    // Registered ranges and the peer accesses in flight on each; no lock
+    // of it is held across network I/O (tcp_buffers.h). Declared before
+    // server_, whose connection threads pin it, so it outlives them.
+    std::unique_ptr<TcpBufferTable> buffers_;
+    std::unique_ptr<net::StreamServer> server_;
 
     std::mutex conn_mu_;
     // Every socket the workers dialled, so uninstall() can shut them down
