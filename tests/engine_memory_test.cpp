@@ -248,6 +248,9 @@ TEST(EngineMemoryTest, FreeBatchWaitsForTransfersInFlight) {
     ASSERT_TRUE(peer.readRequest());
     auto freed = std::async(std::launch::async,
                             [&] { return engine->freeBatch(batch); });
+    // It cannot have returned: the READ is unanswered.
+    EXPECT_NE(freed.wait_for(std::chrono::milliseconds(0)),
+              std::future_status::ready);
     ASSERT_TRUE(peer.answerRead(4096, 'y'));
     ASSERT_EQ(freed.wait_for(std::chrono::milliseconds(kBoundMs)),
               std::future_status::ready);
