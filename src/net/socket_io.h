@@ -45,6 +45,18 @@ Status sendAll(int fd, const void* buf, size_t len, Deadline deadline);
 Status recvAll(int fd, void* buf, size_t len, Deadline deadline,
                size_t* got = nullptr, bool* closed = nullptr);
 
+// recvAll()/sendAll() for the payload of a one-sided transfer, between a
+// socket and memory a remote initiator addresses. Such bytes are ordered by
+// the initiator, in another process: it WRITEs a block on one connection
+// and READs it back on another only after the WRITE was acknowledged.
+// ThreadSanitizer cannot see that order and would report the two serving
+// threads as racing, so under TSan the calling thread's accesses to `buf`
+// are not recorded for the duration of the copy (dynamic annotations; a
+// plain call otherwise). Everything else these threads touch stays
+// checked.
+Status recvPayload(int fd, void* buf, size_t len, Deadline deadline);
+Status sendPayload(int fd, const void* buf, size_t len, Deadline deadline);
+
 // Reads and drops `len` bytes through a fixed scratch buffer (the payload
 // of a refused request), so the stream stays in step without allocating
 // what the peer announced.

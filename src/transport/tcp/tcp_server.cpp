@@ -37,7 +37,7 @@ Status serveWrite(int fd, const tcp_wire::RequestHeader& req,
     uint64_t done = 0;
     while (done < req.length && !pin.retiring()) {
         uint64_t n = std::min(kSlice, req.length - done);
-        CHECK_STATUS(net::recvAll(fd, mem + done, n, deadline));
+        CHECK_STATUS(net::recvPayload(fd, mem + done, n, deadline));
         done += n;
     }
     const bool retired = done < req.length;
@@ -61,7 +61,7 @@ Status serveRead(int fd, const tcp_wire::RequestHeader& req,
                 "the buffer was unregistered during the READ");
         }
         uint64_t n = std::min(kSlice, req.length - done);
-        CHECK_STATUS(net::sendAll(fd, mem + done, n, deadline));
+        CHECK_STATUS(net::sendPayload(fd, mem + done, n, deadline));
         done += n;
     }
     return Status::OK();
