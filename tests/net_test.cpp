@@ -284,6 +284,11 @@ TEST(NetServerTest, AtMaxConnectionsTheLongestIdleIsClosedToAdmitANewcomer) {
     EXPECT_EQ(roundTrip(first, '1'), "1");
     int second = connectLoopback(echo.port());
     EXPECT_EQ(roundTrip(second, '2'), "2");
+    // A handler thread marks its connection idle just after its reply left,
+    // so the client can be faster than that; until both are idle, a
+    // newcomer would be refused instead.
+    ASSERT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.idle == 2; }));
     int third = connectLoopback(echo.port());
     EXPECT_EQ(roundTrip(third, '3'), "3");
     EXPECT_TRUE(closedByServer(first));

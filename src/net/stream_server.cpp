@@ -105,6 +105,7 @@ StreamServer::Stats StreamServer::stats() const {
     for (const auto& conn : conns_) {
         int state = conn->state.load();
         if (state == kIdle || state == kBusy) ++s.open;
+        if (state == kIdle) ++s.idle;
     }
     return s;
 }

@@ -77,6 +77,7 @@ class StreamServer {
         uint64_t idle_closed = 0;  // closed by idle_timeout_ms
         uint64_t accept_backoffs = 0;
         size_t open = 0;  // connections being served now
+        size_t idle = 0;  // of which waiting for their next request
     };
 
     // `name` prefixes log lines ("RpcServer", "TcpTransport").
