@@ -9,6 +9,7 @@ PACKAGES=(
   libasio-dev libibverbs-dev libnuma-dev
   pybind11-dev python3-dev python3
   binutils procps
+  clang llvm libclang-rt-dev
 )
 
 missing=()

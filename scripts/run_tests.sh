@@ -5,10 +5,16 @@
 #      runtime suites, the configure-time checks);
 #   2. softmpcomm's own suite, then USE_MPCOMM=ON against the softmpcomm
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
-#      tebench smoke over mpcomm with --check_consistency=true.
-# Env: JOBS.
+#      tebench smoke over mpcomm with --check_consistency=true;
+#   3. the reliability checks (docs/reliability.md): the ASan+UBSan and the
+#      TSan passes of the transport and server suites (scripts/check.sh
+#      with CHECK_SCOPE=ci; any sanitizer report fails), and the fuzz
+#      smoke ctests (20000 executions per libFuzzer target).
+# Env: JOBS; SKIP_CHECKS=1 leaves out step 3 (a quick local run; CI never
+# sets it).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
+source "$ROOT/scripts/lib_sanitize.sh"
 
 "$ROOT/scripts/install_deps.sh"
 
@@ -41,3 +47,15 @@ step "ctest (USE_MPCOMM=ON, softmpcomm)"
 # With a provider present the functional suite must run, not skip.
 TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
+
+if [ "${SKIP_CHECKS:-0}" = 1 ]; then
+  step "SKIP_CHECKS=1: sanitizer passes and fuzz smoke left out"
+  exit 0
+fi
+
+CHECK_SCOPE=ci bash "$ROOT/scripts/check.sh" asan
+CHECK_SCOPE=ci bash "$ROOT/scripts/check.sh" tsan
+
+build_fuzz
+step "fuzz smoke (ctest -L fuzz)"
+ctest --test-dir "$BUILD_FUZZ" --output-on-failure -L fuzz -j"$JOBS"

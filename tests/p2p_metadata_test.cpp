@@ -208,9 +208,10 @@ TEST(P2PMetadataTest, OversizedLengthPrefixIsRefused) {
     Peer peer("v1:127.0.0.1:1");
     int fd = connectRaw(peer.service.port());
     sendRaw(fd, lengthPrefix(0xFFFFFFFFu));
+    // The request cap is GetSegmentDesc's real size, not the reply cap.
     expectErrorThenClose(fd,
                          "frame length 4294967295 exceeds the limit of "
-                         "67108864 bytes");
+                         "1024 bytes");
     ::close(fd);
     expectServing(peer);
 }
@@ -272,8 +273,8 @@ TEST(P2PMetadataTest, SilentPeerTimesOutNamingTheSegment) {
     SegmentDesc desc;
     Status s = fetcher.fetch(name, desc);
     EXPECT_EQ(s, Status::RpcServiceError("cannot fetch segment " + name +
-                                         " (timeout 200 ms): socket operation "
-                                         "timed out"));
+                                         " (timeout 200 ms): recv timed "
+                                         "out"));
     ::close(listener);
 }
 
@@ -344,11 +345,15 @@ TEST(P2PMetadataTest, StopReturnsWithIdleClientsConnected) {
     int idle = connectRaw(service.port());
     int partial = connectRaw(service.port());
     sendRaw(partial, lengthPrefix(50) + "{");
-    service.stop();  // must not wait for the 30 s read timeout
+    service.stop();  // must not wait for the idle or frame deadlines
+    // Closed either way: shut down if it had been accepted (a clean end of
+    // stream), reset if it still sat in the listener's backlog.
     std::string payload;
-    // The connection ends without a frame: closed (OK, no payload) or reset.
-    Status ended = readFrame(idle, payload, kTimeoutMs, 1 << 20);
-    EXPECT_TRUE(payload.empty()) << ended;
+    Status s = readFrame(idle, payload, kTimeoutMs, 1 << 20);
+    EXPECT_TRUE(payload.empty());
+    EXPECT_TRUE(s.ok() ||
+                s.message() == "recv failed: Connection reset by peer")
+        << s;
     ::close(idle);
     ::close(partial);
     // Restartable after stop.

@@ -120,6 +120,83 @@ TEST(SegmentDescTest, MalformedDescriptorsNameTheField) {
     EXPECT_TRUE(segmentFromJson(Json::Value(3), out).IsInvalidEntry());
 }
 
+TEST(SegmentDescTest, PeerDescriptorsAreValidatedBeforeUse) {
+    Json::Value good = segmentToJson([] {
+        SegmentDesc d;
+        d.name = "h:1";
+        d.getMemory().buffers.push_back(makeBuffer(0x1000, 0x1000));
+        d.getMemory().transport_attrs[TCP] = "10.0.0.1:40123";
+        return d;
+    }());
+    auto decode = [&](const std::function<void(Json::Value&)>& edit) {
+        Json::Value v = good;
+        edit(v);
+        SegmentDesc out;
+        return segmentFromJson(v, out);
+    };
+    auto bad = [](const std::string& message) {
+        return Status::InvalidEntry(message);
+    };
+    EXPECT_EQ(decode([](Json::Value& v) { v["buffers"][0]["addr"] = 0; }),
+              bad("segment descriptor field buffers[0].addr is 0"));
+    EXPECT_EQ(decode([](Json::Value& v) { v["buffers"][0]["length"] = 0; }),
+              bad("segment descriptor field buffers[0].length is 0"));
+    // The last byte may be 2^64 - 1, not one past it.
+    EXPECT_TRUE(decode([](Json::Value& v) {
+                    v["buffers"][0]["addr"] = Json::UInt64(UINT64_MAX - 15);
+                    v["buffers"][0]["length"] = 16;
+                }).ok());
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["buffers"][0]["addr"] = Json::UInt64(UINT64_MAX - 15);
+                  v["buffers"][0]["length"] = 17;
+              }),
+              bad("segment descriptor field buffers[0] wraps past 2^64 (addr "
+                  "18446744073709551600, length 17)"));
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["buffers"][0]["length"] = Json::UInt64(UINT64_MAX);
+              }),
+              bad("segment descriptor field buffers[0] wraps past 2^64 (addr "
+                  "4096, length 18446744073709551615)"));
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["buffers"][0]["location"] = std::string(257, 'c');
+              }),
+              bad("segment descriptor field buffers[0].location is 257 bytes, "
+                  "above the limit of 256"));
+    EXPECT_EQ(
+        decode([](Json::Value& v) { v["name"] = std::string(1025, 'n'); }),
+        bad("segment descriptor field name is 1025 bytes, above the "
+            "limit of 1024"));
+    for (const char* key : {"+7", "07", " 7", "7 ", "-1", "1234567890"}) {
+        EXPECT_EQ(
+            decode([&](Json::Value& v) { v["transport_attrs"][key] = "x"; }),
+            bad(std::string("segment descriptor field transport_attrs "
+                            "key \"") +
+                key + "\" is not a non-negative integer"));
+    }
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["transport_attrs"][std::string("\x01", 1)] = "x";
+              }),
+              bad("segment descriptor field transport_attrs key \"\\x01\" is "
+                  "not a non-negative integer"));
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["transport_attrs"]["7"] = std::string("a\nb");
+              }),
+              bad("segment descriptor field transport_attrs[\"7\"] contains "
+                  "control character 10"));
+    EXPECT_EQ(decode([](Json::Value& v) {
+                  v["transport_attrs"]["7"] = std::string(1025, 'a');
+              }),
+              bad("segment descriptor field transport_attrs[\"7\"] is 1025 "
+                  "bytes, above the limit of 1024"));
+    // A transport type this build does not know is dropped, not an error.
+    Json::Value newer = good;
+    newer["transport_attrs"]["99"] = "future";
+    SegmentDesc out;
+    ASSERT_TRUE(segmentFromJson(newer, out).ok());
+    EXPECT_EQ(out.getMemory().transport_attrs.size(), 1u);
+    EXPECT_EQ(out.getMemory().transport_attrs.at(TCP), "10.0.0.1:40123");
+}
+
 TEST(SegmentDescTest, FindBufferNeedsTheWholeRange) {
     SegmentDesc seg;
     MemorySegmentDesc& mem = seg.getMemory();

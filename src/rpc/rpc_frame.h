@@ -12,23 +12,35 @@
 #include <cstdint>
 #include <string>
 
+#include "net/socket_io.h"
 #include "tent/common/status.h"
 
 namespace mooncake::tent {
 
 inline constexpr const char* kOpGetSegmentDesc = "GetSegmentDesc";
 
-// Sends one frame. The whole write is bounded by `timeout_ms`.
+inline constexpr size_t kFrameHeaderBytes = 4;
+
+// Sends one frame; the whole write is bounded by the deadline.
+Status writeFrame(int fd, const std::string& payload, net::Deadline deadline);
 Status writeFrame(int fd, const std::string& payload, int timeout_ms);
 
-// Receives one frame into `payload`; the whole read is bounded by
-// `timeout_ms`. Outcomes:
+// Validates a frame header and returns the payload length it announces:
+// InvalidArgument for zero, or for a length above `max_size` (checked
+// before anything is allocated).
+Status decodeFrameLength(const unsigned char* header, uint32_t max_size,
+                         uint32_t& size);
+
+// Receives one frame into `payload`; the whole read is bounded by the
+// deadline, however slowly the bytes trickle in. Outcomes:
 //   OK, payload non-empty  a frame arrived
 //   OK, payload empty      the peer closed the connection before a new
 //                          frame began (frames are never empty)
 //   RpcServiceError        the peer closed mid-frame (truncated), a socket
 //                          error, or nothing complete arrived in time
 //   InvalidArgument        zero length, or a length above `max_size`
+Status readFrame(int fd, std::string& payload, net::Deadline deadline,
+                 uint32_t max_size);
 Status readFrame(int fd, std::string& payload, int timeout_ms,
                  uint32_t max_size);
 

@@ -1,11 +1,16 @@
-// RpcServer: a small framed-JSON request server (see rpc_frame.h).
+// RpcServer: a small framed-JSON request server (see rpc_frame.h) on top of
+// net::StreamServer, which owns the accept loop, the per-connection threads
+// and the idle / frame / connection limits (config keys rpc/idle_timeout_ms,
+// rpc/frame_timeout_ms, rpc/max_connections; see docs/reliability.md).
 //
-// One accept thread plus one thread per connection. Every read is bounded
-// by `io_timeout_ms`, so an idle or slow peer holds only its own thread and
-// only for that long. A malformed request (bad JSON, unknown op, zero or
-// oversized length, truncated frame) is answered with an error frame where
-// the connection still allows it, logged with the peer's address, and the
-// connection is closed; the server keeps serving everyone else.
+// Each op is registered with the largest request it can legitimately be;
+// the server refuses a frame announcing more than the largest of those
+// before allocating anything, and a request above its own op's cap after
+// decoding. A malformed request (bad JSON, unknown op, zero or oversized
+// length, truncated frame, a frame not complete within the frame deadline)
+// is answered with an error frame where the connection still allows it,
+// logged with the peer's address, and the connection is closed; the server
+// keeps serving everyone else.
 #pragma once
 
 #include <json/json.h>
@@ -13,13 +18,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "net/stream_server.h"
 #include "tent/common/status.h"
 
 namespace mooncake::tent {
@@ -31,56 +35,55 @@ class RpcServer {
     using Handler =
         std::function<Status(const Json::Value& request, Json::Value& reply)>;
 
-    static constexpr int kDefaultIoTimeoutMs = 30000;
-    static constexpr size_t kMaxConnections = 256;
+    // The defaults of the rpc/* keys.
+    static net::ServerLimits defaultLimits();
 
-    explicit RpcServer(uint32_t max_frame_size,
-                       int io_timeout_ms = kDefaultIoTimeoutMs);
+    RpcServer();
     ~RpcServer();
     RpcServer(const RpcServer&) = delete;
     RpcServer& operator=(const RpcServer&) = delete;
 
-    // Thread-safe; a later registration of the same op replaces the handler.
-    void registerHandler(const std::string& op, Handler handler);
+    // Thread-safe; a later registration of the same op replaces the
+    // handler. `max_request_bytes` is the largest payload a request of this
+    // op can legitimately have.
+    void registerHandler(const std::string& op, uint32_t max_request_bytes,
+                         Handler handler);
+    // Applies from the next start().
+    void setLimits(const net::ServerLimits& limits);
 
     // Binds 0.0.0.0:port. 0 picks the first free port in [begin, end].
     Status start(uint16_t port, uint16_t range_begin, uint16_t range_end);
-    // Wakes the accept loop, closes every connection and joins all threads.
+    // Closes every connection and joins all threads.
     void stop();
     uint16_t port() const { return port_.load(); }
-    bool running() const { return running_.load(); }
+    bool running() const { return server_.running(); }
+    net::StreamServer::Stats stats() const { return server_.stats(); }
+
+    // The frame cap: the largest max_request_bytes registered.
+    uint32_t maxRequestBytes() const;
+    // Decodes one request payload into `request` and finds its handler:
+    // MalformedJson for bad JSON or a non-object, InvalidArgument for a
+    // missing/unknown op or a payload above that op's cap. Pure: what the
+    // connection threads run, and what the fuzz target drives.
+    Status parseRequest(const std::string& payload, Json::Value& request,
+                        Handler& handler) const;
 
  private:
-    struct Connection {
-        int fd = -1;
-        std::string peer;
-        std::thread thread;
-        std::atomic<bool> done{false};
+    struct Op {
+        uint32_t max_request_bytes;
+        Handler handler;
     };
 
-    Status bindPort(uint16_t port, int& fd_out, int& err_out);
-    void acceptLoop();
-    void serveConnection(Connection* conn);
-    // Handles one request payload; false means close the connection.
-    bool handlePayload(Connection* conn, const std::string& payload);
-    void reapFinished(bool all);
+    bool serveFrame(const net::StreamServer::Connection& conn,
+                    net::Deadline deadline);
 
-    const uint32_t max_frame_size_;
-    const int io_timeout_ms_;
-
-    std::mutex handlers_mu_;
-    std::map<std::string, Handler> handlers_;
+    mutable std::mutex mu_;  // guards ops_ and limits_
+    std::map<std::string, Op> ops_;
+    net::ServerLimits limits_;
 
     std::mutex lifecycle_mu_;  // serializes start()/stop()
-    std::atomic<bool> running_{false};
-    std::atomic<bool> stopping_{false};
     std::atomic<uint16_t> port_{0};
-    int listen_fd_ = -1;
-    int wake_pipe_[2] = {-1, -1};
-    std::thread accept_thread_;
-
-    std::mutex conns_mu_;
-    std::list<std::unique_ptr<Connection>> conns_;
+    net::StreamServer server_;
 };
 
 }  // namespace mooncake::tent

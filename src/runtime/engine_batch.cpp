@@ -1,8 +1,18 @@
 // TransferEngineImpl batches: routing requests to transports and reading
 // their progress back.
+//
+// Freeing a batch never leaves a transfer writing into memory the caller
+// may release next: freeBatch() waits, up to batch/free_timeout_ms, for
+// every task of the batch to leave PENDING (a transport reports a task
+// done only once it no longer touches its local buffer), and refuses with
+// an error naming the count and the key when some are still in flight;
+// the batch then stays allocated and can be freed again later.
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "runtime/transfer_engine_impl.h"
 
@@ -30,9 +40,11 @@ struct TransferEngineImpl::Batch {
     }
 
     const size_t capacity;
-    std::mutex mu;  // guards tasks and subs
+    std::mutex mu;  // guards tasks, subs and freeing
     std::vector<TaskRef> tasks;
     std::map<Transport*, Transport::SubBatchRef> subs;
+    // Set while freeBatch() waits, so no task is submitted meanwhile.
+    bool freeing = false;
 };
 
 namespace {
@@ -75,16 +87,67 @@ BatchID TransferEngineImpl::allocateBatch(size_t batch_size) {
     return id;
 }
 
+Status TransferEngineImpl::countInFlight(Batch& batch, size_t& in_flight) {
+    std::lock_guard<std::mutex> lock(batch.mu);
+    in_flight = 0;
+    for (size_t i = 0; i < batch.tasks.size(); ++i) {
+        TransferStatus status;
+        // Polling also drives progress on transports that complete tasks
+        // when asked.
+        CHECK_STATUS(taskStatus(batch, i, status));
+        if (status.s == PENDING || status.s == INITIAL) ++in_flight;
+    }
+    return Status::OK();
+}
+
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
     std::shared_ptr<Batch> batch;
+    CHECK_STATUS(findBatch("freeBatch", batch_id, batch));
     {
-        // Lookup and removal under one lock, so of two racing frees only
-        // one succeeds.
+        std::lock_guard<std::mutex> lock(batch->mu);
+        if (batch->freeing) {
+            return Status::InvalidArgument("freeBatch: batch " +
+                                           std::to_string(batch_id) +
+                                           " is already being freed");
+        }
+        batch->freeing = true;
+    }
+    const int wait_ms =
+        conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    size_t in_flight = 0;
+    Status s;
+    // Transports report completion only when polled, so this polls, with a
+    // pause that grows to 1 ms so a long wait does not burn a core.
+    for (int round = 0;; ++round) {
+        s = countInFlight(*batch, in_flight);
+        if (!s.ok() || in_flight == 0 ||
+            std::chrono::steady_clock::now() >= deadline) {
+            break;
+        }
+        if (round < 100) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(
+                std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+        }
+    }
+    if (!s.ok() || in_flight > 0) {
+        std::lock_guard<std::mutex> lock(batch->mu);
+        batch->freeing = false;
+        if (!s.ok()) return s;
+        return Status::InvalidArgument(
+            "freeBatch: batch " + std::to_string(batch_id) + " still has " +
+            std::to_string(in_flight) +
+            " task(s) in flight after batch/free_timeout_ms=" +
+            std::to_string(wait_ms) +
+            " ms; it stays allocated, free it again once they finish");
+    }
+    {
         std::lock_guard<std::mutex> lock(batch_mu_);
-        auto node = batches_.extract(batch_id);
-        if (node.empty()) return unknownBatch("freeBatch", batch_id);
-        batch = std::move(node.mapped());
+        batches_.erase(batch_id);
     }
     // The sub-batches are freed when the last holder lets go; a status
     // poll running concurrently keeps them alive until it returns.
@@ -97,6 +160,11 @@ Status TransferEngineImpl::submitTransfer(
     std::shared_ptr<Batch> batch;
     CHECK_STATUS(findBatch("submitTransfer", batch_id, batch));
     std::lock_guard<std::mutex> lock(batch->mu);
+    if (batch->freeing) {
+        return Status::InvalidArgument("submitTransfer: batch " +
+                                       std::to_string(batch_id) +
+                                       " is being freed");
+    }
     const size_t base = batch->tasks.size();
     if (base + request_list.size() > batch->capacity) {
         return Status::TooManyRequests(

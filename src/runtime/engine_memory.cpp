@@ -1,4 +1,14 @@
 // TransferEngineImpl memory: local allocation and buffer registration.
+//
+// Rules (docs/reliability.md):
+//  - freeLocalMemory() refuses memory that still holds a registered buffer,
+//    naming the buffer and the transports it is registered with: peers can
+//    reach registered memory, so it must be unregistered first, and
+//    unregistration returns only once no peer can touch it any more (each
+//    transport fences its own in-flight accesses, bounded).
+//  - Unregistration waits on the transports without memory_mu_, so other
+//    buffers register and unregister meanwhile; the range counts as
+//    registered (for freeLocalMemory) until every transport let go.
 #include <glog/logging.h>
 #include <unistd.h>
 
@@ -51,6 +61,21 @@ Status TransferEngineImpl::allocateLocalMemory(void** addr, size_t size,
     return Status::OK();
 }
 
+std::vector<std::pair<uint64_t, const TransferEngineImpl::Registration*>>
+TransferEngineImpl::registeredWithin(uint64_t addr, uint64_t size) const {
+    std::vector<std::pair<uint64_t, const Registration*>> found;
+    for (const auto& [base, reg] : registered_) {
+        // [base, base + len) and [addr, addr + size) overlap; written as
+        // differences so that no end address has to be computed.
+        bool starts_before_end = base >= addr ? base - addr < size : true;
+        bool ends_after_start = base >= addr ? true : addr - base < reg.length;
+        if (starts_before_end && ends_after_start) {
+            found.emplace_back(base, &reg);
+        }
+    }
+    return found;
+}
+
 Status TransferEngineImpl::freeLocalMemory(void* addr) {
     if (!available()) return notAvailable();
     std::lock_guard<std::mutex> lock(memory_mu_);
@@ -60,6 +85,20 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
         os << "freeLocalMemory: " << addr
            << " was not allocated by allocateLocalMemory";
         return Status::InvalidArgument(os.str());
+    }
+    auto still = registeredWithin(reinterpret_cast<uint64_t>(addr), it->second);
+    if (!still.empty()) {
+        const auto& [base, reg] = still.front();
+        std::string names;
+        for (const Transport* t : reg->transports) {
+            names += (names.empty() ? "" : ", ") + std::string(t->getName());
+        }
+        return Status::InvalidArgument(
+            "freeLocalMemory: buffer " +
+            describe(reinterpret_cast<void*>(base), reg->length) +
+            (reg->retiring ? " is still being unregistered from "
+                           : " is still registered with ") +
+            names + "; unregister it before freeing the memory");
     }
     std::free(it->first);
     allocations_.erase(it);
@@ -142,7 +181,7 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
         for (Transport* t : accepted) t->removeMemoryBuffer(desc);
         return s;
     }
-    registered_[base] = std::move(accepted);
+    registered_[base] = Registration{size, std::move(accepted), false};
     return Status::OK();
 }
 
@@ -165,25 +204,49 @@ Status TransferEngineImpl::unregisterLocalMemory(
 }
 
 Status TransferEngineImpl::unregisterOne(void* addr, size_t size) {
-    std::lock_guard<std::mutex> lock(memory_mu_);
     const uint64_t base = reinterpret_cast<uint64_t>(addr);
-    auto it = registered_.find(base);
-    if (it == registered_.end()) {
-        std::ostringstream os;
-        os << "unregisterLocalMemory: " << addr << " is not registered";
-        return Status::InvalidArgument(os.str());
-    }
     BufferDesc desc;
-    SegmentDescRef local = segments_->getLocal();
-    for (const BufferDesc& b : local->getMemory().buffers) {
-        if (b.addr == base) desc = b;
+    std::vector<Transport*> transports;
+    Status published;
+    {
+        std::lock_guard<std::mutex> lock(memory_mu_);
+        auto it = registered_.find(base);
+        if (it == registered_.end() || it->second.retiring) {
+            std::ostringstream os;
+            os << "unregisterLocalMemory: " << addr
+               << (it == registered_.end() ? " is not registered"
+                                           : " is already being unregistered");
+            return Status::InvalidArgument(os.str());
+        }
+        if (size != 0 && size != it->second.length) {
+            return Status::InvalidArgument("unregisterLocalMemory: buffer " +
+                                           describe(addr, size) +
+                                           " was registered with length " +
+                                           std::to_string(it->second.length));
+        }
+        SegmentDescRef local = segments_->getLocal();
+        for (const BufferDesc& b : local->getMemory().buffers) {
+            if (b.addr == base) desc = b;
+        }
+        it->second.retiring = true;
+        transports = it->second.transports;
+        // Peers that fetch our descriptor from now on no longer see it.
+        published = segments_->updateLocal([&](SegmentDesc& seg) {
+            auto& buffers = seg.getMemory().buffers;
+            buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
+                                         [&](const BufferDesc& b) {
+                                             return b.addr == base;
+                                         }),
+                          buffers.end());
+            ++seg.registration_epoch;
+            return Status::OK();
+        });
+        if (published.ok()) published = segments_->synchronizeLocal();
     }
-    if (size != 0 && size != desc.length) {
-        return Status::InvalidArgument(
-            "unregisterLocalMemory: buffer " + describe(addr, size) +
-            " was registered with length " + std::to_string(desc.length));
-    }
-    for (Transport* t : it->second) {
+    // Outside memory_mu_: a transport may wait (boundedly) for peer
+    // accesses in flight on this buffer, and nothing else needs to wait
+    // for that.
+    for (Transport* t : transports) {
         Status s = t->removeMemoryBuffer(desc);
         if (!s.ok()) {
             LOG(WARNING) << "Transport " << t->getName()
@@ -191,18 +254,9 @@ Status TransferEngineImpl::unregisterOne(void* addr, size_t size) {
                          << describe(addr, desc.length) << ": " << s.message();
         }
     }
-    registered_.erase(it);
-    Status s = segments_->updateLocal([&](SegmentDesc& seg) {
-        auto& buffers = seg.getMemory().buffers;
-        buffers.erase(
-            std::remove_if(buffers.begin(), buffers.end(),
-                           [&](const BufferDesc& b) { return b.addr == base; }),
-            buffers.end());
-        ++seg.registration_epoch;
-        return Status::OK();
-    });
-    if (s.ok()) s = segments_->synchronizeLocal();
-    return s;
+    std::lock_guard<std::mutex> lock(memory_mu_);
+    registered_.erase(base);
+    return published;
 }
 
 }  // namespace mooncake::tent

@@ -57,18 +57,15 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
             "metadata/cache_ttl_ms must not be negative, got " +
             std::to_string(ttl_ms));
     }
-    // Bounds each descriptor fetch from a peer (connect, request, reply).
-    int64_t rpc_timeout_ms = conf_->get<int64_t>(
-        "metadata/rpc_timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
-    if (rpc_timeout_ms < 1 || rpc_timeout_ms > 3600000) {
-        return Status::InvalidArgument(
-            "metadata/rpc_timeout_ms must be in 1..3600000, got " +
-            std::to_string(rpc_timeout_ms));
+    int rpc_timeout_ms =
+        conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
+    if (rpc_timeout_ms <= 0) {
+        return Status::InvalidArgument("rpc/timeout_ms must be positive, got " +
+                                       std::to_string(rpc_timeout_ms));
     }
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
-        "",
-        std::make_shared<P2PSegmentFetcher>(static_cast<int>(rpc_timeout_ms)),
+        "", std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms),
         std::chrono::milliseconds(ttl_ms));
     CHECK_STATUS(startControlPlane());
 
@@ -91,6 +88,7 @@ Status TransferEngineImpl::startControlPlane() {
         port = port_value.asInt64();
     }
     control_ = std::make_shared<ControlService>(segments_);
+    CHECK_STATUS(control_->configure(*conf_));
     CHECK_STATUS(control_->start(static_cast<uint16_t>(port)));
     rpc_port_ = control_->port();
 

@@ -1,8 +1,8 @@
 #include "tent/runtime/segment.h"
 
-#include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <limits>
 
 #include "common/json_util.h"
 
@@ -62,6 +62,27 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
 
 namespace {
 
+// Bounds on what a peer may send: far above any real descriptor, low
+// enough that nothing downstream handles absurd strings.
+constexpr size_t kMaxNameBytes = 1024;
+constexpr size_t kMaxLocationBytes = 256;
+constexpr size_t kMaxAttrBytes = 1024;
+
+// A key quoted in an error message, control bytes escaped, cut short.
+std::string printable(const std::string& text) {
+    std::string out;
+    for (unsigned char c : text.substr(0, 64)) {
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            out.push_back(static_cast<char>(c));
+        } else {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+            out += buf;
+        }
+    }
+    return text.size() > 64 ? out + "..." : out;
+}
+
 bool isUnsigned(const Json::Value& v) {
     return (v.type() == Json::uintValue || v.type() == Json::intValue) &&
            v.isUInt64();
@@ -85,12 +106,35 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
     }
     out.addr = b["addr"].asUInt64();
     out.length = b["length"].asUInt64();
+    if (out.addr == 0) {
+        return Status::InvalidEntry("segment descriptor field " + field +
+                                    ".addr is 0");
+    }
+    if (out.length == 0) {
+        return Status::InvalidEntry("segment descriptor field " + field +
+                                    ".length is 0");
+    }
+    // The last byte, addr + length - 1, must not pass 2^64 - 1: a range
+    // that wraps would look contained in checks written as addr + length.
+    if (out.length - 1 > UINT64_MAX - out.addr) {
+        return Status::InvalidEntry("segment descriptor field " + field +
+                                    " wraps past 2^64 (addr " +
+                                    std::to_string(out.addr) + ", length " +
+                                    std::to_string(out.length) + ")");
+    }
     if (b.isMember("location")) {
         if (!b["location"].isString()) {
             return Status::InvalidEntry("segment descriptor field " + field +
                                         ".location is not a string");
         }
         out.location = b["location"].asString();
+        if (out.location.size() > kMaxLocationBytes) {
+            return Status::InvalidEntry("segment descriptor field " + field +
+                                        ".location is " +
+                                        std::to_string(out.location.size()) +
+                                        " bytes, above the limit of " +
+                                        std::to_string(kMaxLocationBytes));
+        }
     }
     out.transports.clear();
     if (b.isMember("transports")) {
@@ -126,6 +170,12 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
             "segment descriptor field name is missing or not a string");
     }
     parsed.name = value["name"].asString();
+    if (parsed.name.size() > kMaxNameBytes) {
+        return Status::InvalidEntry("segment descriptor field name is " +
+                                    std::to_string(parsed.name.size()) +
+                                    " bytes, above the limit of " +
+                                    std::to_string(kMaxNameBytes));
+    }
     if (value.isMember("type")) {
         const Json::Value& type = value["type"];
         if (type.isString() && type.asString() == "memory") {
@@ -174,22 +224,39 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
                 "segment descriptor field transport_attrs is not an object");
         }
         for (const std::string& key : attrs.getMemberNames()) {
-            char* end = nullptr;
-            errno = 0;
-            long type = std::strtol(key.c_str(), &end, 10);
-            if (key.empty() || *end != '\0' || errno != 0 || type < 0 ||
-                type > std::numeric_limits<int>::max()) {
+            // Plain decimal only: "+7", " 7", "07" or "7x" are not a type.
+            bool digits = !key.empty() && key.size() <= 9 &&
+                          (key == "0" || key[0] != '0');
+            for (char c : key) digits = digits && c >= '0' && c <= '9';
+            if (!digits) {
                 return Status::InvalidEntry(
-                    "segment descriptor field transport_attrs key \"" + key +
-                    "\" is not a non-negative integer");
+                    "segment descriptor field transport_attrs key \"" +
+                    printable(key) + "\" is not a non-negative integer");
             }
+            const std::string where =
+                "segment descriptor field transport_attrs[\"" + key + "\"]";
             if (!attrs[key].isString()) {
-                return Status::InvalidEntry(
-                    "segment descriptor field transport_attrs[\"" + key +
-                    "\"] is not a string");
+                return Status::InvalidEntry(where + " is not a string");
             }
-            memory.transport_attrs[static_cast<int>(type)] =
-                attrs[key].asString();
+            const std::string value = attrs[key].asString();
+            if (value.size() > kMaxAttrBytes) {
+                return Status::InvalidEntry(where + " is " +
+                                            std::to_string(value.size()) +
+                                            " bytes, above the limit of " +
+                                            std::to_string(kMaxAttrBytes));
+            }
+            for (unsigned char c : value) {
+                if (c < 0x20 || c == 0x7f) {
+                    return Status::InvalidEntry(where +
+                                                " contains control character " +
+                                                std::to_string(c));
+                }
+            }
+            long type = std::strtol(key.c_str(), nullptr, 10);
+            // A type this build does not know (a newer peer) is dropped:
+            // nothing here would read it.
+            if (type >= kSupportedTransportTypes) continue;
+            memory.transport_attrs[static_cast<int>(type)] = value;
         }
     }
     desc = std::move(parsed);

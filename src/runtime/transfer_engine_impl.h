@@ -96,6 +96,12 @@ class TransferEngineImpl {
                      std::shared_ptr<Batch>& batch) const;
     Transport* transportOf(TransportType type) const;
     Status taskStatus(Batch& batch, size_t task_id, TransferStatus& status);
+    // Tasks of `batch` still PENDING (or INITIAL).
+    Status countInFlight(Batch& batch, size_t& in_flight);
+
+    // Default of batch/free_timeout_ms: how long freeBatch() waits for
+    // tasks in flight before refusing.
+    static constexpr int kDefaultFreeBatchTimeoutMs = 10000;
 
     std::shared_ptr<Config> conf_;
     Status init_status_;
@@ -110,12 +116,25 @@ class TransferEngineImpl {
     std::vector<Loaded> transports_;
     TransportSelector selector_;
 
+    struct Registration {
+        uint64_t length = 0;
+        // The transports that accepted it (in table order), so unregister
+        // asks exactly those.
+        std::vector<Transport*> transports;
+        // Set while unregisterOne() waits on the transports outside
+        // memory_mu_: the range is still reachable until they return.
+        bool retiring = false;
+    };
+    // The registered buffers overlapping [addr, addr + size); caller holds
+    // memory_mu_.
+    std::vector<std::pair<uint64_t, const Registration*>> registeredWithin(
+        uint64_t addr, uint64_t size) const;
+
     std::mutex memory_mu_;
     // allocateLocalMemory() blocks: base -> size.
     std::map<void*, size_t> allocations_;
-    // Registered buffers: base -> transports that accepted it (in table
-    // order), so unregister asks exactly those.
-    std::map<uint64_t, std::vector<Transport*>> registered_;
+    // Registered buffers by base address.
+    std::map<uint64_t, Registration> registered_;
 
     mutable std::mutex batch_mu_;
     std::map<BatchID, std::shared_ptr<Batch>> batches_;

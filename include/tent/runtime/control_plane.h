@@ -3,9 +3,12 @@
 //
 // Each engine runs one RPC server. A peer that opens our segment by name
 // ("host:port") connects to it and asks for the local segment descriptor.
-// Wire format: length-prefixed frames (see src/rpc/rpc_frame.h) with a
-// size cap; a malformed or oversized request is refused and logged, the
-// connection is closed, and the server keeps serving others.
+// Wire format: length-prefixed frames (see src/rpc/rpc_frame.h). A request
+// frame is capped at kMaxRequestSize before anything is allocated, a reply
+// at kMaxFrameSize on the client side; a malformed or oversized request is
+// refused and logged, the connection is closed, and the server keeps
+// serving others. Idle and trickling clients are dropped by the rpc/* keys
+// configure() reads (docs/reliability.md).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "tent/common/config.h"
 #include "tent/runtime/segment_manager.h"
 
 namespace mooncake::tent {
@@ -23,8 +27,13 @@ class ControlService {
  public:
     static constexpr uint16_t kPortRangeBegin = 15000;
     static constexpr uint16_t kPortRangeEnd = 17000;  // inclusive
-    // Largest request or reply frame accepted, in bytes.
+    // Largest reply frame a client accepts, in bytes: a descriptor with
+    // many buffers is large, and the client asked for it.
     static constexpr uint32_t kMaxFrameSize = 64u << 20;
+    // Largest request payload the server reads. GetSegmentDesc, the only
+    // request, is {"op":"GetSegmentDesc"} (23 bytes); the rest is slack for
+    // whitespace, not room for a hostile length prefix to allocate.
+    static constexpr uint32_t kMaxRequestSize = 1024;
 
     // Peers asking for our descriptor are served `manager`'s getLocal().
     explicit ControlService(std::shared_ptr<SegmentManager> manager);
@@ -33,6 +42,11 @@ class ControlService {
     ControlService& operator=(const ControlService&) = delete;
 
     SegmentManager& segmentManager() { return *manager_; }
+
+    // Reads the server limits rpc/idle_timeout_ms, rpc/frame_timeout_ms and
+    // rpc/max_connections (defaults 60000, 10000, 256); they apply from the
+    // next start(). InvalidArgument names a bad key.
+    Status configure(const Config& conf);
 
     // Binds all interfaces on `port`; 0 takes the first free port in
     // [kPortRangeBegin, kPortRangeEnd]. The error names the port(s).
@@ -47,10 +61,10 @@ class ControlService {
 
 // SegmentFetcher for metadata_type=p2p: "host:port" -> RPC to that
 // ControlService. Bad names, unreachable peers and bad replies are errors
-// naming the segment; every socket operation is bounded by `timeout_ms`.
+// naming the segment; connect, request and reply together are bounded by
+// `timeout_ms` (the engine passes rpc/timeout_ms).
 class P2PSegmentFetcher : public SegmentFetcher {
  public:
-    // metadata/rpc_timeout_ms
     static constexpr int kDefaultTimeoutMs = 5000;
     explicit P2PSegmentFetcher(int timeout_ms = kDefaultTimeoutMs)
         : timeout_ms_(timeout_ms) {}

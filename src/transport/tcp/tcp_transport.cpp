@@ -8,8 +8,10 @@
 
 #include <sstream>
 
+#include "net/socket_io.h"
+#include "net/stream_server.h"
+#include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_task.h"
-#include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
@@ -28,6 +30,19 @@ std::string hostOf(const std::string& segment_name) {
                                       : segment_name.substr(0, colon);
 }
 
+// The target side's limits: transports/tcp/idle_timeout_ms (60 s; the
+// initiator redials a pooled connection the target closed),
+// frame_timeout_ms (30 s for one request of up to 16 MiB and its reply)
+// and max_connections (256).
+Status readLimits(const std::shared_ptr<Config>& conf, net::ServerLimits& out) {
+    out.idle_timeout_ms = 60000;
+    out.frame_timeout_ms = 30000;
+    out.max_connections = 256;
+    out.key_prefix = "transports/tcp";
+    return conf ? net::readServerLimits(*conf, out.key_prefix, out)
+                : Status::OK();
+}
+
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
     if (!conf) return Status::OK();
@@ -43,14 +58,28 @@ Status readSettings(const std::shared_ptr<Config>& conf,
             "transports/tcp/workers must be in [1, 256], got " +
             std::to_string(workers));
     }
+    int wait_ms =
+        conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
+    if (wait_ms <= 0) {
+        return Status::InvalidArgument(
+            "transports/tcp/unregister_wait_ms must be positive, got " +
+            std::to_string(wait_ms));
+    }
     out.timeout_ms = timeout_ms;
     out.workers = workers;
+    out.unregister_wait_ms = wait_ms;
     return Status::OK();
 }
 
 }  // namespace
 
-TcpTransport::TcpTransport() = default;
+TcpTransport::TcpTransport()
+    : buffers_(std::make_unique<TcpBufferTable>()),
+      server_(std::make_unique<net::StreamServer>(
+          "TcpTransport", [this](const net::StreamServer::Connection& conn,
+                                 net::Deadline deadline) {
+              return serveFrame(conn.fd, conn.peer, deadline);
+          })) {}
 
 TcpTransport::~TcpTransport() { uninstall(); }
 
@@ -67,9 +96,11 @@ Status TcpTransport::install(std::string& local_segment_name,
             "endpoint");
     }
     CHECK_STATUS(readSettings(conf, settings_));
+    net::ServerLimits limits;
+    CHECK_STATUS(readLimits(conf, limits));
     int fd = -1;
     uint16_t port = 0;
-    CHECK_STATUS(tcp_wire::listenAny(0, fd, port));
+    CHECK_STATUS(net::listenOn(0, fd, port));
     std::string endpoint =
         hostOf(local_segment_name) + ":" + std::to_string(port);
     SegmentManager& segments = metadata->segmentManager();
@@ -83,14 +114,13 @@ Status TcpTransport::install(std::string& local_segment_name,
         return Status(s.code(), "tcp transport cannot publish its endpoint " +
                                     endpoint + ": " + std::string(s.message()));
     }
+    CHECK_STATUS(server_->start(fd, limits));
     metadata_ = std::move(metadata);
-    listen_fd_ = fd;
     listen_port_ = port;
     endpoint_ = endpoint;
     caps = Capabilities();
     caps.dram_to_dram = true;
     running_.store(true);
-    acceptor_ = std::thread(&TcpTransport::acceptLoop, this);
     for (int i = 0; i < settings_.workers; ++i) {
         workers_.emplace_back(&TcpTransport::workerLoop, this);
     }
@@ -102,9 +132,11 @@ Status TcpTransport::install(std::string& local_segment_name,
 
 Status TcpTransport::uninstall() {
     if (!running_.exchange(false)) return Status::OK();
-    // Shutting the sockets down (not closing them: their owners do) wakes
-    // every thread blocked on one; the flag tells them to leave.
-    ::shutdown(listen_fd_, SHUT_RDWR);
+    // The target side first: it joins every connection thread, so no
+    // peer touches registered memory once it returns.
+    server_->stop();
+    // Shutting the dialled sockets down (not closing them: their workers
+    // do) wakes every worker blocked on one; the flag tells them to leave.
     {
         std::lock_guard<std::mutex> lock(conn_mu_);
         for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
@@ -115,17 +147,8 @@ Status TcpTransport::uninstall() {
         std::lock_guard<std::mutex> lock(queue_mu_);
     }
     queue_cv_.notify_all();
-    if (acceptor_.joinable()) acceptor_.join();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
-    std::vector<Server> servers;
-    {
-        std::lock_guard<std::mutex> lock(conn_mu_);
-        servers.swap(servers_);
-    }
-    for (Server& server : servers) server.thread.join();
-    ::close(listen_fd_);
-    listen_fd_ = -1;
     failQueued();
     return Status::OK();
 }
@@ -164,10 +187,7 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
         return Status::InvalidArgument(
             "tcp transport cannot register device memory at " + desc.location);
     }
-    {
-        std::unique_lock<std::shared_mutex> lock(buffers_mu_);
-        buffers_[desc.addr] = desc.length;
-    }
+    CHECK_STATUS(buffers_->add(desc.addr, desc.length));
     for (TransportType t : desc.transports) {
         if (t == TCP) return Status::OK();
     }
@@ -176,27 +196,13 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
 }
 
 Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
-    std::unique_lock<std::shared_mutex> lock(buffers_mu_);
-    auto it = buffers_.find(desc.addr);
-    if (it == buffers_.end()) {
-        return Status::InvalidArgument("tcp transport has no buffer at " +
-                                       hexRange(desc.addr, desc.length));
-    }
-    buffers_.erase(it);
-    return Status::OK();
+    // Waits only for peer accesses to this buffer, and only boundedly.
+    return buffers_->remove(desc.addr, desc.length,
+                            settings_.unregister_wait_ms);
 }
 
-bool TcpTransport::rangeRegistered(uint64_t addr, uint64_t length) const {
-    // Caller holds buffers_mu_ (shared). The candidate is the buffer with
-    // the greatest base <= addr; overlapping registrations are not merged,
-    // so a range spanning two buffers is refused.
-    auto it = buffers_.upper_bound(addr);
-    if (it == buffers_.begin()) return false;
-    --it;
-    uint64_t base = it->first, len = it->second;
-    if (addr < base) return false;
-    uint64_t offset = addr - base;
-    return offset <= len && length <= len - offset;
+size_t TcpTransport::activeAccesses() const {
+    return buffers_->activeAccesses();
 }
 
 Status TcpTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {

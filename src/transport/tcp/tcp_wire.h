@@ -1,16 +1,17 @@
-// Wire format and socket plumbing of TcpTransport (private to it).
+// Wire format of TcpTransport (private to it; the socket plumbing is
+// src/net/).
 //
 // Request frame:  RequestHeader, then `length` payload bytes for WRITE.
 // Reply frame:    ReplyHeader, then `length` payload bytes for a good READ.
 // All integers are big-endian on the wire. A header with a wrong magic, an
-// unknown op or a length above kMaxFramePayload is malformed: the receiver
-// logs it and closes the connection, since it can no longer find the next
-// frame boundary.
+// unknown op or a length above kMaxChunk is malformed: the receiver logs it
+// and closes the connection, since it can no longer find the next frame
+// boundary. A well-formed WRITE is further bounded by the registered range
+// it targets before any byte of its payload lands in memory.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "tent/common/status.h"
 
@@ -18,9 +19,8 @@ namespace mooncake::tent::tcp_wire {
 
 constexpr uint32_t kRequestMagic = 0x54454e54;  // "TENT"
 constexpr uint32_t kReplyMagic = 0x54524550;    // "TREP"
-// Largest payload one frame may carry; bigger requests are split by the
-// initiator into frames of at most kMaxChunk bytes.
-constexpr uint64_t kMaxFramePayload = 64ull << 20;
+// Largest payload one frame carries: the initiator splits bigger requests
+// into frames of at most this, so a header announcing more is malformed.
 constexpr uint64_t kMaxChunk = 16ull << 20;
 
 enum Op : uint32_t { kOpRead = 1, kOpWrite = 2 };
@@ -46,19 +46,5 @@ void encode(const ReplyHeader& h, unsigned char* out);
 // Decode and validate; the error names the bad field and value.
 Status decode(const unsigned char* in, RequestHeader& h);
 Status decode(const unsigned char* in, ReplyHeader& h);
-
-// Full-length socket I/O. `timeout_ms` bounds each wait for progress;
-// a negative value waits indefinitely (idle server connections).
-// A closed peer, an error or a timeout is a non-OK status naming it.
-Status sendAll(int fd, const void* buf, size_t len, int timeout_ms);
-Status recvAll(int fd, void* buf, size_t len, int timeout_ms);
-// Reads and discards `len` bytes (the payload of a refused WRITE), so the
-// connection stays in step.
-Status discard(int fd, size_t len, int timeout_ms);
-
-// Connects to "host:port" (IPv4 or a resolvable name) within timeout_ms.
-Status connectTo(const std::string& endpoint, int timeout_ms, int& fd_out);
-// Binds 0.0.0.0:`port` (0: ephemeral) and listens.
-Status listenAny(uint16_t port, int& fd_out, uint16_t& bound_port);
 
 }  // namespace mooncake::tent::tcp_wire

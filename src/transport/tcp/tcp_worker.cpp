@@ -6,12 +6,19 @@
 #include <algorithm>
 #include <chrono>
 
+#include "net/socket_io.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
 namespace {
+
+// Each step of a chunk gets its own `timeout_ms`: the bound catches a dead
+// or hung peer, not a slow but moving transfer.
+net::Deadline stepDeadline(int timeout_ms) {
+    return net::deadlineIn(timeout_ms);
+}
 
 // One request on one connection, frame by frame. A non-OK status with
 // `connection_ok` still true means the peer refused the request but the
@@ -37,14 +44,15 @@ Status transfer(int fd, TcpTransport::Task& task, int timeout_ms,
         unsigned char head[tcp_wire::kRequestHeaderBytes];
         tcp_wire::encode(req, head);
         connection_ok = false;
-        CHECK_STATUS(tcp_wire::sendAll(fd, head, sizeof(head), timeout_ms));
+        CHECK_STATUS(
+            net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
         if (is_write) {
-            CHECK_STATUS(
-                tcp_wire::sendAll(fd, local + done, chunk, timeout_ms));
+            CHECK_STATUS(net::sendAll(fd, local + done, chunk,
+                                      stepDeadline(timeout_ms)));
         }
         unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
-        CHECK_STATUS(
-            tcp_wire::recvAll(fd, reply_buf, sizeof(reply_buf), timeout_ms));
+        CHECK_STATUS(net::recvAll(fd, reply_buf, sizeof(reply_buf),
+                                  stepDeadline(timeout_ms)));
         tcp_wire::ReplyHeader reply;
         CHECK_STATUS(tcp_wire::decode(reply_buf, reply));
         if (reply.code != tcp_wire::kReplyOk) {
@@ -60,8 +68,8 @@ Status transfer(int fd, TcpTransport::Task& task, int timeout_ms,
                 " bytes, expected " + std::to_string(expect));
         }
         if (!is_write) {
-            CHECK_STATUS(
-                tcp_wire::recvAll(fd, local + done, chunk, timeout_ms));
+            CHECK_STATUS(net::recvAll(fd, local + done, chunk,
+                                      stepDeadline(timeout_ms)));
         }
         connection_ok = true;
         done += chunk;
@@ -122,7 +130,13 @@ void TcpTransport::runTask(Task& task,
         const bool pooled = it != connections.end();
         if (!pooled) {
             int fd = -1;
-            s = tcp_wire::connectTo(task.endpoint, settings_.timeout_ms, fd);
+            std::string host;
+            uint16_t port = 0;
+            s = net::parseHostPort(task.endpoint, "tcp endpoint", host, port);
+            if (s.ok()) {
+                s = net::connectTo(host, port,
+                                   stepDeadline(settings_.timeout_ms), fd);
+            }
             if (s.ok() && !trackSocket(fd)) {
                 ::close(fd);
                 s = Status::InternalError("tcp transport uninstalled");

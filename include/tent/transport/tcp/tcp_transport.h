@@ -1,26 +1,29 @@
 // TcpTransport: the embedded default data path (plain POSIX sockets).
 //
 // Target side: a listener on 0.0.0.0 (ephemeral port) whose endpoint
-// "<host>:<port>" is published under transport_attrs[TCP]. Each accepted
-// connection is served by its own thread, one frame at a time; a frame's
-// remote range must lie wholly within ONE buffer registered here, else the
-// request is refused with an error reply and no memory is touched.
+// "<host>:<port>" is published under transport_attrs[TCP], served by a
+// net::StreamServer (one thread per connection, one frame at a time), with
+// the limits transports/tcp/idle_timeout_ms, frame_timeout_ms and
+// max_connections (docs/reliability.md). A frame's remote range must lie
+// wholly within ONE buffer registered here, else the request is refused
+// with an error reply and no memory is touched.
 //
 // Initiator side: submitted tasks go to a queue drained by a small worker
 // pool; each worker keeps one connection per peer endpoint, so up to
 // `transports/tcp/workers` requests are in flight. A task's state is an
-// atomic that getTransferStatus() polls. Every socket operation is bounded
-// by `transports/tcp/timeout_ms`; a dropped connection fails the task on it.
+// atomic that getTransferStatus() polls. Each step of a chunk (connect,
+// header, payload, reply) is bounded by `transports/tcp/timeout_ms`; a
+// dropped connection fails the task on it.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +31,11 @@
 #include "tent/runtime/transport.h"
 
 namespace mooncake::tent {
+
+namespace net {
+class StreamServer;
+}
+class TcpBufferTable;
 
 class TcpTransport : public Transport {
  public:
@@ -56,22 +64,27 @@ class TcpTransport : public Transport {
     // The endpoint published in transport_attrs[TCP]; empty before install.
     std::string endpoint() const { return endpoint_; }
     uint16_t listenPort() const { return listen_port_; }
+    // The target side's server (its stats), for diagnostics and tests.
+    const net::StreamServer& server() const { return *server_; }
+    // Peer accesses to registered memory in flight now.
+    size_t activeAccesses() const;
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
     struct Settings {
         int timeout_ms = 5000;
         int workers = 4;
+        // How long removeMemoryBuffer() waits for peer accesses in flight
+        // on that buffer before it closes their connections.
+        int unregister_wait_ms = 1000;
     };
 
  private:
-    void acceptLoop();
-    void serveConnection(int fd, std::shared_ptr<std::atomic<bool>> done);
-    void reapServers();
+    // tcp_server.cpp: serves one request frame; false closes the connection.
+    bool serveFrame(int fd, const std::string& peer,
+                    std::chrono::steady_clock::time_point deadline);
     void workerLoop();
     void runTask(Task& task, std::map<std::string, int>& connections);
-    // True when [addr, addr+length) lies within one registered buffer.
-    bool rangeRegistered(uint64_t addr, uint64_t length) const;
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
@@ -81,25 +94,18 @@ class TcpTransport : public Transport {
     std::shared_ptr<ControlService> metadata_;
     std::string endpoint_;
     uint16_t listen_port_ = 0;
-    int listen_fd_ = -1;
     std::atomic<bool> running_{false};
 
-    // Registered ranges: base -> length. Held shared while a server
-    // thread touches the memory so removeMemoryBuffer() waits for it.
-    mutable std::shared_mutex buffers_mu_;
-    std::map<uint64_t, uint64_t> buffers_;
+    // Registered ranges and the peer accesses in flight on each; no lock
+    // of it is held across network I/O (tcp_buffers.h). Declared before
+    // server_, whose connection threads pin it, so it outlives them.
+    std::unique_ptr<TcpBufferTable> buffers_;
+    std::unique_ptr<net::StreamServer> server_;
 
-    std::thread acceptor_;
     std::mutex conn_mu_;
-    // One thread per accepted connection; `done` is set as it exits so
-    // acceptLoop() can join finished ones instead of accumulating them.
-    struct Server {
-        std::thread thread;
-        std::shared_ptr<std::atomic<bool>> done;
-    };
-    std::vector<Server> servers_;
-    // Every open socket (served and dialled), so uninstall() can shut them
-    // down and unblock the threads waiting on them.
+    // Every socket the workers dialled, so uninstall() can shut them down
+    // and unblock the threads waiting on them (served ones belong to
+    // server_).
     std::set<int> sockets_;
 
     std::mutex queue_mu_;

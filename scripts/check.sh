@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Sanitizer pass: scripts/check.sh asan|tsan
+#
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer)
+#   tsan  ThreadSanitizer, suppressions in tests/tsan.supp
+#
+# Builds softmpcomm with the same sanitizer, then the USE_MPCOMM=OFF and
+# USE_MPCOMM=ON (against that softmpcomm) configurations, and runs every
+# ctest suite of all three. The first report stops the process that made it
+# with a non-zero exit (halt_on_error), so any report fails its suite and
+# the pass.
+#
+# Env:
+#   JOBS         parallel build jobs
+#   CHECK_SCOPE  all (default): everything above;
+#                ci: the ON configuration only, and only the suites of the
+#                transports and servers (tcp, mpcomm, softmpcomm, net, rpc,
+#                engine memory, conformance, tebench), which is what CI
+#                runs on two cores.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
+source "$ROOT/scripts/lib_sanitize.sh"
+
+SAN="${1:-}"
+CHECK_SCOPE="${CHECK_SCOPE:-all}"
+case "$SAN" in
+  asan)
+    TENT_SANITIZE="address,undefined"
+    SAN_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+    ;;
+  tsan)
+    TENT_SANITIZE="thread"
+    SAN_FLAGS="-fsanitize=thread -fno-omit-frame-pointer"
+    ;;
+  *)
+    echo "usage: scripts/check.sh asan|tsan" >&2
+    exit 2
+    ;;
+esac
+case "$CHECK_SCOPE" in
+  all | ci) ;;
+  *)
+    echo "check: CHECK_SCOPE must be all or ci, got $CHECK_SCOPE" >&2
+    exit 2
+    ;;
+esac
+
+# halt_on_error: the first report ends the process with a failing status
+# (ASan/UBSan exit 1, TSan 66), so no report can pass unnoticed.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/tsan.supp"
+
+OFF_DIR="$BUILD_SAN_PREFIX-$SAN-off"
+SOFT_DIR="$BUILD_SAN_PREFIX-$SAN-soft"
+ON_DIR="$BUILD_SAN_PREFIX-$SAN-on"
+SAN_PREFIX="$ROOT/.prefix/softmpcomm-$SAN"
+
+# The suites CHECK_SCOPE=ci builds and runs in the ON configuration.
+CI_TARGETS=(tent_net_test tent_p2p_metadata_test tent_rpc_hostile_test
+            tent_tcp_transport_test tent_tcp_target_test tent_tcp_hostile_test
+            tent_engine_memory_test tent_transport_conformance_test
+            tent_mpcomm_boundary_test tent_mpcomm_transport_test tebench)
+CI_TESTS='^(tent_net_test|tent_p2p_metadata_test|tent_rpc_hostile_test|tent_tcp_transport_test|tent_tcp_target_test|tent_tcp_hostile_test|tent_engine_memory_test|tent_transport_conformance_test|tent_mpcomm_boundary_test|tent_mpcomm_transport_test|tent_tebench_test|tent_tebench_mpcomm_test)$'
+
+configure_tent() {  # <build dir> <cmake args...>
+  local dir="$1"
+  shift
+  cmake -S "$ROOT" -B "$dir" -DTENT_SANITIZE="$TENT_SANITIZE" \
+    -DBUILD_PYTHON=OFF -DBUILD_UNIT_TESTS=ON "$@" >/dev/null
+}
+
+if [ "$CHECK_SCOPE" = all ]; then
+  step "$SAN: configure + build USE_MPCOMM=OFF in $OFF_DIR"
+  configure_tent "$OFF_DIR" -DUSE_MPCOMM=OFF
+  cmake --build "$OFF_DIR" -j"$JOBS"
+  step "$SAN: ctest (USE_MPCOMM=OFF)"
+  ctest --test-dir "$OFF_DIR" --output-on-failure -j"$JOBS"
+fi
+
+step "$SAN: build softmpcomm in $SOFT_DIR, install into $SAN_PREFIX"
+cmake -S "$ROOT/tests/softmpcomm" -B "$SOFT_DIR" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
+  -DCMAKE_C_FLAGS="$SAN_FLAGS" >/dev/null
+cmake --build "$SOFT_DIR" -j"$JOBS"
+cmake --install "$SOFT_DIR" --prefix "$SAN_PREFIX" >/dev/null
+step "$SAN: ctest (softmpcomm)"
+# Its install test configures and builds a consumer project of its own:
+# through CXXFLAGS/CFLAGS that one is instrumented too (ASan must be the
+# first library loaded, so an uninstrumented consumer could not run).
+CXXFLAGS="$SAN_FLAGS" CFLAGS="$SAN_FLAGS" \
+  ctest --test-dir "$SOFT_DIR" --output-on-failure
+
+step "$SAN: configure + build USE_MPCOMM=ON against $SAN_PREFIX in $ON_DIR"
+configure_tent "$ON_DIR" -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SAN_PREFIX"
+export LD_LIBRARY_PATH="$SAN_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ "$CHECK_SCOPE" = all ]; then
+  cmake --build "$ON_DIR" -j"$JOBS"
+  step "$SAN: ctest (USE_MPCOMM=ON, softmpcomm)"
+  TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
+    ctest --test-dir "$ON_DIR" --output-on-failure -j"$JOBS"
+else
+  cmake --build "$ON_DIR" -j"$JOBS" --target "${CI_TARGETS[@]}"
+  step "$SAN: ctest (USE_MPCOMM=ON, softmpcomm; transport and server suites)"
+  TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
+    ctest --test-dir "$ON_DIR" --output-on-failure -j"$JOBS" -R "$CI_TESTS"
+fi
+step "$SAN: no sanitizer reports"

@@ -1,0 +1,142 @@
+// StreamServer: the accept loop and connection bookkeeping behind every
+// listener in libtent (the p2p metadata RPC and the TCP transport's target
+// side), with the limits that keep a hostile or broken client from hurting
+// anyone but itself.
+//
+// One accept thread plus one thread per connection. A connection is IDLE
+// while it waits for the first byte of its next request, BUSY while the
+// protocol's FrameHandler serves that request, and is closed when:
+//   - it stays idle past `<prefix>/idle_timeout_ms`;
+//   - one request (reading it and writing its reply) takes longer than
+//     `<prefix>/frame_timeout_ms`: the handler gets that deadline, so a
+//     client trickling one byte at a time is dropped when it fires;
+//   - the handler says so (malformed request, I/O error);
+//   - `<prefix>/max_connections` are open and a new client arrives: the
+//     longest-idle connection is closed to admit it (a flood of idle
+//     sockets cannot lock out well-behaved clients, which reconnect); when
+//     none is idle the newcomer is refused.
+// accept() failing with EMFILE/ENFILE/ENOBUFS/ENOMEM backs off for
+// kAcceptBackoffMs instead of spinning on a listener that stays readable.
+// Requests are never allocated by what a client announces: each protocol
+// caps a request by its type's real size before reading it (see the
+// handlers in src/rpc/ and src/transport/tcp/).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "net/socket_io.h"
+#include "tent/common/config.h"
+#include "tent/common/status.h"
+
+namespace mooncake::tent::net {
+
+// How long accept() rests after running out of descriptors or memory:
+// long enough not to spin, short enough to pick up again as soon as
+// connections close.
+constexpr int kAcceptBackoffMs = 100;
+
+struct ServerLimits {
+    int idle_timeout_ms = 60000;
+    int frame_timeout_ms = 10000;
+    int max_connections = 256;
+    // Where the values come from ("rpc", "transports/tcp"); log lines name
+    // the key that fired.
+    std::string key_prefix;
+};
+
+// Reads <prefix>/idle_timeout_ms, <prefix>/frame_timeout_ms and
+// <prefix>/max_connections over the defaults already in `limits`; a value
+// that is not positive (or above 65536 connections) is InvalidArgument
+// naming the key.
+Status readServerLimits(const Config& conf, const std::string& prefix,
+                        ServerLimits& limits);
+
+class StreamServer {
+ public:
+    struct Connection {
+        int fd = -1;
+        std::string peer;  // "a.b.c.d:port", for log lines
+    };
+    // Serves one request whose first byte is readable on conn.fd; reading
+    // it and writing the reply must finish by `deadline`. Returns false to
+    // close the connection.
+    using FrameHandler =
+        std::function<bool(const Connection& conn, Deadline deadline)>;
+
+    struct Stats {
+        uint64_t accepted = 0;
+        uint64_t refused = 0;      // at max_connections with none idle
+        uint64_t evicted = 0;      // idle ones closed to admit a newcomer
+        uint64_t idle_closed = 0;  // closed by idle_timeout_ms
+        uint64_t accept_backoffs = 0;
+        size_t open = 0;  // connections being served now
+        size_t idle = 0;  // of which waiting for their next request
+    };
+
+    // `name` prefixes log lines ("RpcServer", "TcpTransport").
+    StreamServer(std::string name, FrameHandler handler);
+    ~StreamServer();
+    StreamServer(const StreamServer&) = delete;
+    StreamServer& operator=(const StreamServer&) = delete;
+
+    // Takes ownership of the listening socket `listen_fd` (closed by
+    // stop(), or here on failure). Restartable after stop().
+    Status start(int listen_fd, const ServerLimits& limits);
+    // Wakes the accept loop, shuts every connection down and joins all
+    // threads; returns within the time a handler needs to notice a shut
+    // down socket.
+    void stop();
+    bool running() const { return running_.load(); }
+    // True from the start of stop(): a handler whose socket fails now was
+    // shut down on purpose and need not log it.
+    bool stopping() const { return stopping_.load(); }
+    // The limits of the current (or last) start(); stable while running.
+    const ServerLimits& limits() const { return limits_; }
+    Stats stats() const;
+
+ private:
+    enum State : int { kIdle, kBusy, kClosing, kDone };
+    struct Conn {
+        Connection c;
+        std::thread thread;
+        std::atomic<int> state{kIdle};
+        std::atomic<int64_t> idle_since_ms{0};
+    };
+
+    void acceptLoop();
+    // Makes room for one more connection; false when none can be evicted.
+    bool admit(const std::string& newcomer);
+    void serve(Conn* conn);
+    void reap(bool all);
+    void wake();
+    // Rests kAcceptBackoffMs, or less when stop() wakes the loop.
+    void backOff();
+
+    const std::string name_;
+    const FrameHandler handler_;
+    ServerLimits limits_;
+
+    std::mutex lifecycle_mu_;  // serializes start()/stop()
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stopping_{false};
+    int listen_fd_ = -1;
+    // Written by stop() and by each finishing connection, so the accept
+    // loop wakes to leave or to join the finished thread at once.
+    int wake_pipe_[2] = {-1, -1};
+    std::thread accept_thread_;
+
+    mutable std::mutex conns_mu_;
+    std::list<std::unique_ptr<Conn>> conns_;
+
+    std::atomic<uint64_t> accepted_{0}, refused_{0}, evicted_{0},
+        idle_closed_{0}, accept_backoffs_{0};
+};
+
+}  // namespace mooncake::tent::net

@@ -1,0 +1,154 @@
+// Shared pieces of the hostile-peer suites (rpc_hostile_test.cpp,
+// tcp_hostile_test.cpp): a well-behaved client that keeps working in the
+// background and counts its byte-exact successes, raw sockets for the
+// abusive ones, and the process's resident memory.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "net/socket_io.h"
+
+namespace mooncake::tent::testing {
+
+// Only turns a hang into a failure.
+constexpr int kHostileBoundMs = 30000;
+
+// How much VmRSS may grow while the hostile clients do their worst: thread
+// stacks and allocator slack, plus, under a sanitizer, its per-thread
+// state and shadow (TSan alone adds ~50 MiB for a few dozen threads). Far
+// below what one honoured 60 MiB length prefix costs per connection.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr uint64_t kRssSlackBytes = 192ull << 20;
+#else
+constexpr uint64_t kRssSlackBytes = 32ull << 20;
+#endif
+
+// VmRSS of this process, in bytes (0 when /proc is unreadable).
+inline uint64_t residentBytes() {
+    std::ifstream status("/proc/self/status");
+    std::string key;
+    while (status >> key) {
+        if (key == "VmRSS:") {
+            uint64_t kib = 0;
+            status >> kib;
+            return kib << 10;
+        }
+        std::getline(status, key);
+    }
+    return 0;
+}
+
+// Runs `step` in a loop on its own thread until destroyed. A step returns
+// "" when it did its work byte-exact, else what went wrong; the first
+// failure is kept for the report. `pace` spaces the rounds, so a client
+// that opens a connection per round does not run the host out of
+// ephemeral ports (TIME_WAIT).
+class WellBehavedClient {
+ public:
+    explicit WellBehavedClient(
+        std::function<std::string(uint64_t round)> step,
+        std::chrono::milliseconds pace = std::chrono::milliseconds(0))
+        : step_(std::move(step)), pace_(pace), thread_([this] { run(); }) {}
+    ~WellBehavedClient() {
+        stop_ = true;
+        thread_.join();
+    }
+    uint64_t successes() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return ok_;
+    }
+    uint64_t failures() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return failed_;
+    }
+    std::string firstFailure() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return first_failure_;
+    }
+    // Waits until `n` more steps succeeded than when called: proof that
+    // the client kept being served while whatever the caller set up was in
+    // place. False when the bound passed first.
+    bool waitForMore(uint64_t n) {
+        std::unique_lock<std::mutex> lock(mu_);
+        uint64_t target = ok_ + n;
+        return cv_.wait_for(lock, std::chrono::milliseconds(kHostileBoundMs),
+                            [&] { return ok_ >= target; });
+    }
+
+ private:
+    void run() {
+        for (uint64_t round = 0; !stop_.load(); ++round) {
+            std::string error = step_(round);
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                if (error.empty()) {
+                    ++ok_;
+                } else {
+                    ++failed_;
+                    if (first_failure_.empty()) first_failure_ = error;
+                }
+                cv_.notify_all();
+            }
+            std::this_thread::sleep_for(pace_);
+        }
+    }
+
+    std::function<std::string(uint64_t)> step_;
+    const std::chrono::milliseconds pace_;
+    std::atomic<bool> stop_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    uint64_t ok_ = 0, failed_ = 0;
+    std::string first_failure_;
+    std::thread thread_;  // last: starts once the rest is constructed
+};
+
+inline int rawConnect(uint16_t port) {
+    int fd = -1;
+    Status s =
+        net::connectTo("127.0.0.1", port, net::deadlineIn(kHostileBoundMs), fd);
+    EXPECT_TRUE(s.ok()) << s;
+    return fd;
+}
+
+inline bool rawSend(int fd, const std::string& bytes) {
+    return net::sendAll(fd, bytes.data(), bytes.size(),
+                        net::deadlineIn(kHostileBoundMs))
+        .ok();
+}
+
+// Reads until the server closes the connection; returns what arrived
+// (an error reply, say). Sets `closed` false when the bound passed first.
+inline std::string drainUntilClosed(int fd, bool& closed) {
+    std::string out;
+    char buf[4096];
+    net::Deadline deadline = net::deadlineIn(kHostileBoundMs);
+    for (;;) {
+        size_t got = 0;
+        bool eof = false;
+        Status s = net::recvAll(fd, buf, sizeof(buf), deadline, &got, &eof);
+        out.append(buf, got);
+        if (s.ok()) continue;
+        closed = eof || s.message() == "recv failed: Connection reset by peer";
+        return out;
+    }
+}
+
+inline std::string randomBytes(std::mt19937_64& rng, size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng());
+    return s;
+}
+
+}  // namespace mooncake::tent::testing

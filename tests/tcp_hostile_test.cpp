@@ -1,0 +1,276 @@
+// The TCP transport's target side against hostile peers: oversized,
+// truncated and garbage frames, a peer trickling one byte at a time, and a
+// flood of idle connections, each while a well-behaved initiator keeps
+// writing and reading back byte-exact; the process's resident memory stays
+// bounded throughout.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hostile_peer_support.h"
+#include "net/stream_server.h"
+#include "tent/transport/tcp/tcp_transport.h"
+
+namespace mooncake::tent::testing {
+namespace {
+
+constexpr int kIdleMs = 300;
+constexpr int kFrameMs = 300;
+constexpr int kMaxConnections = 32;
+constexpr size_t kTargetBytes = 8 << 20;
+// The well-behaved client uses the first MiB; hostile frames aim at the
+// upper half, so a stray byte landing there could not fake a pass.
+constexpr size_t kPiece = 256 << 10;
+constexpr uint64_t kHostileOffset = 4 << 20;
+constexpr size_t kTrickleBytes = 64;
+
+std::string header(uint32_t magic, uint32_t op, uint64_t addr, uint64_t len) {
+    unsigned char b[24];
+    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
+    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
+    return std::string(reinterpret_cast<char*>(b), sizeof(b));
+}
+constexpr uint32_t kMagic = 0x54454e54, kRead = 1, kWrite = 2;
+
+// Resolves every name to one segment whose TCP endpoint is `endpoint`.
+class FixedFetcher : public SegmentFetcher {
+ public:
+    explicit FixedFetcher(std::string endpoint)
+        : endpoint_(std::move(endpoint)) {}
+    Status fetch(const std::string& name, SegmentDesc& out) override {
+        out = SegmentDesc();
+        out.name = name;
+        out.getMemory().transport_attrs[TCP] = endpoint_;
+        return Status::OK();
+    }
+
+ private:
+    std::string endpoint_;
+};
+
+class TcpHostileTest : public ::testing::Test {
+ protected:
+    void SetUp() override {
+        target_mem_.assign(kTargetBytes, 0);
+        auto conf = std::make_shared<Config>();
+        conf->set("transports/tcp/idle_timeout_ms", kIdleMs);
+        conf->set("transports/tcp/frame_timeout_ms", kFrameMs);
+        conf->set("transports/tcp/max_connections", kMaxConnections);
+        target_manager_ =
+            std::make_shared<SegmentManager>("127.0.0.1:1", nullptr);
+        std::string name = "127.0.0.1:1";
+        ASSERT_TRUE(
+            target_
+                .install(name,
+                         std::make_shared<ControlService>(target_manager_),
+                         std::make_shared<Topology>(), conf)
+                .ok());
+        base_ = reinterpret_cast<uint64_t>(target_mem_.data());
+        BufferDesc desc;
+        desc.addr = base_;
+        desc.length = kTargetBytes;
+        ASSERT_TRUE(target_.addMemoryBuffer(desc, MemoryOptions()).ok());
+
+        auto init_conf = std::make_shared<Config>();
+        init_conf->set("transports/tcp/workers", 1);
+        init_conf->set("transports/tcp/timeout_ms", kHostileBoundMs);
+        init_manager_ = std::make_shared<SegmentManager>(
+            "127.0.0.1:2", std::make_shared<FixedFetcher>(target_.endpoint()));
+        name = "127.0.0.1:2";
+        ASSERT_TRUE(
+            initiator_
+                .install(name, std::make_shared<ControlService>(init_manager_),
+                         std::make_shared<Topology>(), init_conf)
+                .ok());
+        ASSERT_TRUE(init_manager_->openRemote(target_id_, "target:1").ok());
+
+        rss_before_ = residentBytes();
+        client_ = std::make_unique<WellBehavedClient>(
+            [this](uint64_t round) { return writeAndReadBack(round); });
+        ASSERT_TRUE(client_->waitForMore(3));
+    }
+
+    void TearDown() override {
+        uint64_t failures = client_->failures();
+        std::string first = client_->firstFailure();
+        client_.reset();
+        EXPECT_EQ(failures, 0u) << first;
+        uint64_t rss_after = residentBytes();
+        EXPECT_LT(rss_after, rss_before_ + kRssSlackBytes)
+            << "VmRSS grew from " << rss_before_ << " to " << rss_after;
+        // Joins every server thread, so the memory can be read here.
+        initiator_.uninstall();
+        target_.uninstall();
+        // Nothing hostile landed in the upper half, except what the
+        // trickler sent into its own last 64 bytes before it was cut off.
+        auto trickle_at = target_mem_.end() - kTrickleBytes;
+        EXPECT_EQ(
+            std::count(target_mem_.begin() + kHostileOffset, trickle_at, 0),
+            trickle_at - (target_mem_.begin() + kHostileOffset));
+        for (auto it = trickle_at; it != target_mem_.end(); ++it) {
+            EXPECT_TRUE(*it == 0 || *it == 't');
+        }
+    }
+
+    // One round of the well-behaved initiator: WRITE a piece, READ it back.
+    std::string writeAndReadBack(uint64_t round) {
+        std::vector<char> src(kPiece), back(kPiece, 0);
+        for (size_t i = 0; i < kPiece; ++i) {
+            src[i] = static_cast<char>((i * 131 + round) ^ (i >> 9));
+        }
+        const uint64_t at = base_ + (round % 4) * kPiece;
+        for (auto [op, local] : {std::pair{Request::WRITE, src.data()},
+                                 std::pair{Request::READ, back.data()}}) {
+            Transport::SubBatchRef batch = nullptr;
+            initiator_.allocateSubBatch(batch, 1);
+            Request r;
+            r.opcode = op;
+            r.source = local;
+            r.target_id = target_id_;
+            r.target_offset = at;
+            r.length = kPiece;
+            initiator_.submitTransferTasks(batch, {r});
+            TransferStatus st;
+            net::Deadline deadline = net::deadlineIn(kHostileBoundMs);
+            do {
+                initiator_.getTransferStatus(batch, 0, st);
+                std::this_thread::yield();
+            } while (st.s == PENDING && net::Clock::now() < deadline);
+            initiator_.freeSubBatch(batch);
+            if (st.s != COMPLETED) {
+                return "round " + std::to_string(round) + ": " +
+                       (op == Request::WRITE ? "WRITE" : "READ") +
+                       " ended in state " + std::to_string(st.s);
+            }
+        }
+        return back == src
+                   ? std::string()
+                   : "round " + std::to_string(round) + ": read-back differs";
+    }
+
+    uint16_t port() const { return target_.listenPort(); }
+    uint64_t hostileAddr() const { return base_ + kHostileOffset; }
+
+    std::vector<char> target_mem_;
+    uint64_t base_ = 0;
+    TcpTransport target_, initiator_;
+    std::shared_ptr<SegmentManager> target_manager_, init_manager_;
+    SegmentID target_id_ = 0;
+    uint64_t rss_before_ = 0;
+    std::unique_ptr<WellBehavedClient> client_;
+};
+
+TEST_F(TcpHostileTest, OversizedFramesAreClosedWithoutAllocating) {
+    std::vector<int> fds;
+    // Above the 16 MiB frame cap: malformed, closed at once.
+    for (uint64_t len : {(16ull << 20) + 1, 1ull << 40, ~0ull}) {
+        int fd = rawConnect(port());
+        ASSERT_TRUE(rawSend(fd, header(kMagic, kWrite, hostileAddr(), len)));
+        fds.push_back(fd);
+    }
+    // Within the cap but past the registered buffer's end, or not
+    // registered at all: refused, its payload drained, never stored. The
+    // payload never comes, so the frame deadline ends them.
+    for (uint64_t addr : {hostileAddr(), uint64_t{0x1000}}) {
+        int fd = rawConnect(port());
+        ASSERT_TRUE(rawSend(fd, header(kMagic, kWrite, addr, 16ull << 20)));
+        fds.push_back(fd);
+    }
+    ASSERT_TRUE(client_->waitForMore(3));
+    for (int fd : fds) {
+        bool closed = false;
+        EXPECT_EQ(drainUntilClosed(fd, closed), "");
+        EXPECT_TRUE(closed);
+        ::close(fd);
+    }
+}
+
+TEST_F(TcpHostileTest, TruncatedFramesAreDropped) {
+    for (int i = 0; i < 16; ++i) {
+        int fd = rawConnect(port());
+        std::string frame =
+            i % 2 ? header(kMagic, kWrite, hostileAddr(), 1 << 20) +
+                        std::string(1000, '\0')
+                  : header(kMagic, kRead, hostileAddr(), 64).substr(0, 13);
+        ASSERT_TRUE(rawSend(fd, frame));
+        ::shutdown(fd, SHUT_WR);
+        bool closed = false;
+        EXPECT_EQ(drainUntilClosed(fd, closed), "");
+        EXPECT_TRUE(closed);
+        ::close(fd);
+    }
+    ASSERT_TRUE(client_->waitForMore(3));
+}
+
+TEST_F(TcpHostileTest, GarbageFramesAreClosed) {
+    std::mt19937_64 rng(20261201);
+    for (int i = 0; i < 64; ++i) {
+        int fd = rawConnect(port());
+        rawSend(fd, randomBytes(rng, 24 + rng() % 1000));
+        ::shutdown(fd, SHUT_WR);
+        bool closed = false;
+        drainUntilClosed(fd, closed);
+        EXPECT_TRUE(closed) << "garbage #" << i;
+        ::close(fd);
+    }
+    ASSERT_TRUE(client_->waitForMore(3));
+}
+
+TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
+    int fd = rawConnect(port());
+    // Taken before the first byte: the server's frame clock starts after.
+    auto started = net::Clock::now();
+    ASSERT_TRUE(
+        rawSend(fd, header(kMagic, kWrite, base_ + kTargetBytes - kTrickleBytes,
+                           kTrickleBytes)));
+    std::atomic<bool> stop{false};
+    std::atomic<int> sent{0};
+    // 64 payload bytes at one per 50 ms would take 3.2 s; the deadline
+    // for the whole request is 300 ms.
+    std::thread trickler([&] {
+        for (size_t i = 0; i < kTrickleBytes && !stop.load(); ++i) {
+            char c = 't';
+            if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) return;
+            ++sent;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
+    bool closed = false;
+    EXPECT_EQ(drainUntilClosed(fd, closed), "");
+    auto took = net::Clock::now() - started;
+    stop = true;
+    trickler.join();
+    EXPECT_TRUE(closed);
+    EXPECT_LT(sent.load(), static_cast<int>(kTrickleBytes));
+    EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
+    ::close(fd);
+    ASSERT_TRUE(client_->waitForMore(3));
+}
+
+TEST_F(TcpHostileTest, AFloodOfIdleConnectionsNeitherLocksOutNorLingers) {
+    std::vector<int> idle;
+    for (int i = 0; i < 8 * kMaxConnections; ++i) {
+        idle.push_back(rawConnect(port()));
+    }
+    ASSERT_TRUE(client_->waitForMore(5));
+    for (int fd : idle) {
+        bool closed = false;
+        drainUntilClosed(fd, closed);
+        EXPECT_TRUE(closed);
+        ::close(fd);
+    }
+    ASSERT_TRUE(client_->waitForMore(3));
+    net::StreamServer::Stats stats = target_.server().stats();
+    EXPECT_GT(stats.evicted + stats.idle_closed,
+              static_cast<uint64_t>(7 * kMaxConnections));
+    EXPECT_LE(stats.open, 2u);  // at most the client's own connection
+}
+
+}  // namespace
+}  // namespace mooncake::tent::testing

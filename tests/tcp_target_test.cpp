@@ -1,0 +1,210 @@
+// TcpTransport's target side against raw peers the test drives byte by
+// byte: buffer registration never waits behind a peer's network I/O, and
+// unregistering a buffer fences the accesses in flight on it.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/socket_io.h"
+#include "tent/transport/tcp/tcp_transport.h"
+
+namespace mooncake::tent {
+namespace {
+
+// Only turns a hang into a failure.
+constexpr int kBoundMs = 20000;
+
+std::string header(uint32_t op, uint64_t addr, uint64_t len) {
+    unsigned char b[24];
+    const uint32_t magic = 0x54454e54;  // "TENT"
+    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
+    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
+    return std::string(reinterpret_cast<char*>(b), sizeof(b));
+}
+
+constexpr uint32_t kRead = 1, kWrite = 2;
+
+class TcpTargetTest : public ::testing::Test {
+ protected:
+    void install(int unregister_wait_ms) {
+        manager_ = std::make_shared<SegmentManager>("127.0.0.1:1", nullptr);
+        auto conf = std::make_shared<Config>();
+        // Long enough that only the unregister fence can end a stalled
+        // request within these tests.
+        conf->set("transports/tcp/frame_timeout_ms", 600000);
+        conf->set("transports/tcp/unregister_wait_ms", unregister_wait_ms);
+        std::string name = manager_->getLocal()->name;
+        ASSERT_TRUE(transport_
+                        .install(name,
+                                 std::make_shared<ControlService>(manager_),
+                                 std::make_shared<Topology>(), conf)
+                        .ok());
+    }
+
+    BufferDesc registerBuffer(std::vector<char>& mem) {
+        BufferDesc desc;
+        desc.addr = reinterpret_cast<uint64_t>(mem.data());
+        desc.length = mem.size();
+        EXPECT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+        return desc;
+    }
+
+    int connectPeer() {
+        int fd = -1;
+        Status s = net::connectTo("127.0.0.1", transport_.listenPort(),
+                                  net::deadlineIn(kBoundMs), fd);
+        EXPECT_TRUE(s.ok()) << s;
+        return fd;
+    }
+
+    // Polls until `n` peer accesses are in flight: the transport offers no
+    // event for it, and the bound turns a miss into a failure.
+    bool waitForAccesses(size_t n) {
+        net::Deadline deadline = net::deadlineIn(kBoundMs);
+        while (net::Clock::now() < deadline) {
+            if (transport_.activeAccesses() == n) return true;
+            std::this_thread::yield();
+        }
+        return false;
+    }
+
+    // True when the target closed `fd`.
+    static bool closedByTarget(int fd) {
+        char buf[4096];
+        for (;;) {
+            size_t got = 0;
+            bool closed = false;
+            Status s = net::recvAll(fd, buf, sizeof(buf),
+                                    net::deadlineIn(kBoundMs), &got, &closed);
+            if (closed) return true;
+            if (!s.ok()) {
+                return s.message() == "recv failed: Connection reset by peer";
+            }
+        }
+    }
+
+    TcpTransport transport_;
+    std::shared_ptr<SegmentManager> manager_;
+};
+
+TEST_F(TcpTargetTest, RegistrationDoesNotWaitBehindAStalledPeer) {
+    install(600000);
+    std::vector<char> a(4 << 20, 0), b(4096, 0);
+    BufferDesc desc_a = registerBuffer(a);
+    // A WRITE of 1 MiB into A whose payload stops after 100 bytes: the
+    // target is inside the access, waiting for bytes that do not come.
+    int peer = connectPeer();
+    std::string frame =
+        header(kWrite, desc_a.addr, 1 << 20) + std::string(100, 'p');
+    ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                             net::deadlineIn(kBoundMs))
+                    .ok());
+    ASSERT_TRUE(waitForAccesses(1));
+
+    // Registering and unregistering another buffer, and registering while
+    // the peer stalls, all return at once.
+    auto other = std::async(std::launch::async, [&] {
+        BufferDesc desc_b;
+        desc_b.addr = reinterpret_cast<uint64_t>(b.data());
+        desc_b.length = b.size();
+        Status s = transport_.addMemoryBuffer(desc_b, MemoryOptions());
+        if (s.ok()) s = transport_.removeMemoryBuffer(desc_b);
+        return s;
+    });
+    ASSERT_EQ(other.wait_for(std::chrono::seconds(5)),
+              std::future_status::ready)
+        << "register/unregister of another buffer waited behind the peer";
+    EXPECT_TRUE(other.get().ok());
+    EXPECT_EQ(transport_.activeAccesses(), 1u);
+    ::close(peer);
+    ASSERT_TRUE(waitForAccesses(0));
+}
+
+TEST_F(TcpTargetTest, UnregisterFencesAStalledWriteAndNothingLandsAfter) {
+    install(200);
+    std::vector<char> a(4 << 20, 0);
+    BufferDesc desc_a = registerBuffer(a);
+    int peer = connectPeer();
+    std::string frame =
+        header(kWrite, desc_a.addr, 1 << 20) + std::string(100, 'p');
+    ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                             net::deadlineIn(kBoundMs))
+                    .ok());
+    ASSERT_TRUE(waitForAccesses(1));
+
+    auto started = net::Clock::now();
+    ASSERT_TRUE(transport_.removeMemoryBuffer(desc_a).ok());
+    auto took = net::Clock::now() - started;
+    EXPECT_GE(took, std::chrono::milliseconds(200));
+    EXPECT_LT(took, std::chrono::milliseconds(kBoundMs));
+    EXPECT_EQ(transport_.activeAccesses(), 0u);
+    // The rest of the payload finds the connection gone; A holds the 100
+    // bytes that arrived before the unregister and nothing else.
+    std::string rest((1 << 20) - 100, 'q');
+    net::sendAll(peer, rest.data(), rest.size(), net::deadlineIn(kBoundMs));
+    EXPECT_TRUE(closedByTarget(peer));
+    EXPECT_EQ(std::string(a.data(), 100), std::string(100, 'p'));
+    EXPECT_EQ(std::count(a.begin() + 100, a.end(), 0),
+              static_cast<long>(a.size() - 100));
+    ::close(peer);
+}
+
+TEST_F(TcpTargetTest, UnregisterFencesAReadWhoseReaderStalled) {
+    install(200);
+    std::vector<char> a(16 << 20, 'r');
+    BufferDesc desc_a = registerBuffer(a);
+    // The peer asks for 16 MiB and never reads: the target blocks in
+    // send() once the socket buffers fill.
+    int peer = connectPeer();
+    std::string frame = header(kRead, desc_a.addr, a.size());
+    ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                             net::deadlineIn(kBoundMs))
+                    .ok());
+    ASSERT_TRUE(waitForAccesses(1));
+    ASSERT_TRUE(transport_.removeMemoryBuffer(desc_a).ok());
+    EXPECT_EQ(transport_.activeAccesses(), 0u);
+    EXPECT_TRUE(closedByTarget(peer));
+    ::close(peer);
+}
+
+TEST_F(TcpTargetTest, AnUnregisteredRangeIsRefusedAndOthersStayServed) {
+    install(1000);
+    std::vector<char> a(4096, 0), b(4096, 0);
+    BufferDesc desc_a = registerBuffer(a);
+    BufferDesc desc_b = registerBuffer(b);
+    ASSERT_TRUE(transport_.removeMemoryBuffer(desc_a).ok());
+    std::ostringstream range;
+    range << "[0x" << std::hex << desc_a.addr << ", +0x1000)";
+    EXPECT_EQ(transport_.removeMemoryBuffer(desc_a),
+              Status::InvalidArgument("tcp transport has no buffer at " +
+                                      range.str()));
+    int peer = connectPeer();
+    for (BufferDesc* d : {&desc_a, &desc_b}) {
+        std::string frame = header(kWrite, d->addr, 4) + "abcd";
+        ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                                 net::deadlineIn(kBoundMs))
+                        .ok());
+        char reply[16];
+        ASSERT_TRUE(
+            net::recvAll(peer, reply, sizeof(reply), net::deadlineIn(kBoundMs))
+                .ok());
+        // Reply code: 1 (bad range) for A, 0 for B.
+        EXPECT_EQ(reply[7], d == &desc_a ? 1 : 0);
+    }
+    EXPECT_EQ(std::string(a.data(), 4), std::string(4, '\0'));
+    EXPECT_EQ(std::string(b.data(), 4), "abcd");
+    ::close(peer);
+}
+
+}  // namespace
+}  // namespace mooncake::tent
