@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "log.h"
+#include "payload_io.h"
 
 namespace mpcomm {
 namespace detail {
@@ -106,18 +107,25 @@ int DataConn::waitForProgress(short events) {
     }
 }
 
-int DataConn::sendBytes(const void* data, size_t length) {
-    const char* cursor = static_cast<const char*>(data);
-    while (length > 0) {
-        ssize_t sent = ::send(fd_, cursor, length, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (sent > 0) {
+int DataConn::sendFrame(const uint8_t* head, const void* payload,
+                        uint64_t payload_length) {
+    const char* source = static_cast<const char*>(payload);
+    const uint64_t total = kHeaderSize + payload_length;
+    // Header and payload leave in one sendmsg(), so a PUT costs no extra
+    // small segment and no copy of the payload.
+    for (uint64_t sent = 0; sent < total;) {
+        size_t head_left = sent < kHeaderSize ? kHeaderSize - sent : 0;
+        uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
+        ssize_t n =
+            sendPayloadOnce(fd_, head + kHeaderSize - head_left, head_left,
+                            source + at, payload_length - at);
+        if (n > 0) {
             noteProgress();
-            cursor += sent;
-            length -= static_cast<size_t>(sent);
+            sent += static_cast<uint64_t>(n);
             continue;
         }
-        if (sent < 0 && errno == EINTR) continue;
-        if (sent == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
             return MPCOMM_ERR_CONNECTION_LOST;
         int rc = waitForProgress(POLLOUT);
         if (rc != MPCOMM_SUCCESS) return rc;
@@ -125,10 +133,11 @@ int DataConn::sendBytes(const void* data, size_t length) {
     return MPCOMM_SUCCESS;
 }
 
-int DataConn::recvBytes(void* data, size_t length) {
+int DataConn::recvInto(void* data, size_t length, bool payload) {
     char* cursor = static_cast<char*>(data);
     while (length > 0) {
-        ssize_t got = ::recv(fd_, cursor, length, MSG_DONTWAIT);
+        ssize_t got = payload ? recvPayloadOnce(fd_, cursor, length)
+                              : ::recv(fd_, cursor, length, MSG_DONTWAIT);
         if (got > 0) {
             noteProgress();
             cursor += got;
@@ -242,12 +251,9 @@ void DataConn::senderLoop() {
         uint8_t raw[kHeaderSize];
         encodeHeader(request, raw);
         int rc = MPCOMM_SUCCESS;
-        if (found) {
-            rc = sendBytes(raw, kHeaderSize);
-            if (rc == MPCOMM_SUCCESS && queued.put_transfer)
-                rc = sendBytes(reinterpret_cast<const void*>(local),
-                               request.length);
-        }
+        if (found)
+            rc = sendFrame(raw, reinterpret_cast<const void*>(local),
+                           request.payload_len);
         // A half-written request poisons the stream: end the connection so
         // the reader fails every other slice on it too, with the same code.
         if (rc != MPCOMM_SUCCESS) rc = markDead(rc);
@@ -276,8 +282,8 @@ int DataConn::handleResponse(const FrameHeader& header) {
         // memory is only ever written within [local, local + length).
         if (header.addr != received || header.payload_len > length - received)
             return MPCOMM_ERR_PROTOCOL;
-        int rc = recvBytes(reinterpret_cast<void*>(local + received),
-                           header.payload_len);
+        int rc = recvPayload(reinterpret_cast<void*>(local + received),
+                             header.payload_len);
         if (rc != MPCOMM_SUCCESS) return rc;
         std::lock_guard<std::mutex> lock(pending_mu_);
         auto it = pending_.find(header.seq);

@@ -110,8 +110,19 @@ class DataConn {
 
     // Move bytes, waiting at most until the connection stalls. Return
     // MPCOMM_SUCCESS, MPCOMM_ERR_RETRY_EXCEEDED or MPCOMM_ERR_CONNECTION_LOST.
-    int sendBytes(const void* data, size_t length);
-    int recvBytes(void* data, size_t length);
+    // sendFrame() sends a request header and its payload (read straight
+    // from user memory); recvPayload() receives a GET's data straight into
+    // user memory, recvBytes() anything else. Payloads go through
+    // payload_io.h.
+    int sendFrame(const uint8_t* head, const void* payload,
+                  uint64_t payload_length);
+    int recvBytes(void* data, size_t length) {
+        return recvInto(data, length, false);
+    }
+    int recvPayload(void* data, size_t length) {
+        return recvInto(data, length, true);
+    }
+    int recvInto(void* data, size_t length, bool payload);
     // Waits in poll() for `events`. The sender always has bytes to push, so
     // its wait always runs the stall clock; the reader's only while slices
     // are outstanding (otherwise it wakes every progress timeout to look).

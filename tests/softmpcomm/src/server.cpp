@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "log.h"
+#include "payload_io.h"
 #include "socket_util.h"
 
 namespace mpcomm {
@@ -27,6 +28,13 @@ RequestLimits limitsOf(const ServerOptions& options) {
     limits.max_slice = options.max_slice;
     return limits;
 }
+
+// Refused PUT payloads are drained in pieces of this size.
+constexpr size_t kDrainBytes = 64 * 1024;
+
+// What a GET_DATA frame is padded with when its buffer is withdrawn while
+// the frame is half sent.
+const char kZeros[64 * 1024] = {};
 
 }  // namespace
 
@@ -255,6 +263,9 @@ void Server::serveControl(int fd, const std::string& peer) {
 }
 
 void Server::serveData(int fd, uint32_t rail, const std::string& peer) {
+    // Where refused PUT payloads are drained to; allocated on first use, once
+    // per connection, never per request or chunk.
+    std::vector<char> drain;
     for (;;) {
         // A QP may idle between requests as long as its owner likes (the
         // wait ends with the peer or with shutdown()); a request, once
@@ -264,53 +275,112 @@ void Server::serveData(int fd, uint32_t rail, const std::string& peer) {
         if (!readRequest(fd, ConnStage::kData, idleDeadline(), peer, &request))
             return;
         bool keep = request.type == MsgType::kPutReq
-                        ? handlePut(fd, rail, request)
+                        ? handlePut(fd, rail, request, &drain)
                         : handleGet(fd, rail, request);
         if (!keep) return;
     }
 }
 
-bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request) {
+bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request,
+                       std::vector<char>* drain) {
     // checkRequest() bounded length by the slice size and made payload_len
-    // equal to it. Key and range are checked before any byte is placed; each
-    // chunk is re-checked at copy time in case the buffer was unpublished
-    // meanwhile.
-    int status =
-        memory_->checkAccess(request.addr, request.length, request.key, rail);
-    std::vector<char> bounce(std::min<uint64_t>(request.length, kChunkSize));
+    // equal to it. Key and range are checked before any byte is placed; the
+    // payload then lands straight in the published buffer, each recv()
+    // inside the Access, so a buffer withdrawn meanwhile is never written
+    // again and the rest of the payload is drained instead.
+    MemoryTable::Access access;
+    int status = memory_->openAccess(request.addr, request.length, request.key,
+                                     rail, &access);
+    char* target = reinterpret_cast<char*>(request.addr);
+    // Each kChunkSize of payload gets one idle period, so a trickling
+    // sender loses the connection.
+    Deadline deadline = idleDeadline();
+    uint64_t renew_at = kChunkSize;
     for (uint64_t offset = 0; offset < request.length;) {
-        size_t chunk = std::min<uint64_t>(request.length - offset, kChunkSize);
-        // The payload is drained even when refused, so the stream stays in
-        // step and the connection remains usable; each chunk gets one idle
-        // period, so a trickling sender loses the connection.
-        if (!recvAll(fd, bounce.data(), chunk, idleDeadline())) return false;
-        if (status == MPCOMM_SUCCESS)
-            status = memory_->copyIn(request.addr + offset, bounce.data(),
-                                     chunk, request.key, rail);
-        offset += chunk;
+        size_t want = request.length - offset;
+        ssize_t got;
+        if (status == MPCOMM_SUCCESS && access.enter()) {
+            got = recvPayloadOnce(fd, target + offset, want);
+            int err = errno;
+            access.leave();
+            errno = err;
+        } else {
+            // Refused, or withdrawn part way: keep the stream in step.
+            if (status == MPCOMM_SUCCESS) status = MPCOMM_ERR_REMOTE_ACCESS;
+            if (drain->empty()) drain->resize(kDrainBytes);
+            got = ::recv(fd, drain->data(), std::min(want, drain->size()),
+                         MSG_DONTWAIT);
+        }
+        if (got > 0) {
+            offset += static_cast<uint64_t>(got);
+            if (offset >= renew_at) {
+                renew_at = offset + kChunkSize;
+                deadline = idleDeadline();
+            }
+            continue;
+        }
+        if (got == 0) return false;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+        if (!waitReady(fd, POLLIN, deadline)) return false;
     }
     return finishRequest(fd, request, "PUT", MsgType::kPutAck, status);
 }
 
+bool Server::sendGetData(int fd, const FrameHeader& data, const char* source,
+                         MemoryTable::Access* access, int* status) {
+    uint8_t head[kHeaderSize];
+    encodeHeader(data, head);
+    const uint64_t total = kHeaderSize + data.payload_len;
+    // A reader that stops reading loses the connection after one idle
+    // period instead of holding this thread in send() forever.
+    Deadline deadline = idleDeadline();
+    for (uint64_t sent = 0; sent < total;) {
+        size_t head_left = sent < kHeaderSize ? kHeaderSize - sent : 0;
+        uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
+        size_t payload_left = data.payload_len - at;
+        ssize_t n;
+        if (*status == MPCOMM_SUCCESS && access->enter()) {
+            n = sendPayloadOnce(fd, head + kHeaderSize - head_left, head_left,
+                                source + at, payload_left);
+            int err = errno;
+            access->leave();
+            errno = err;
+        } else {
+            *status = MPCOMM_ERR_REMOTE_ACCESS;
+            // Withdrawn before the frame started: it never goes out.
+            if (sent == 0) return true;
+            // Withdrawn part way: the header promised payload_len bytes, so
+            // zeros fill the frame and keep the stream in step; the failed
+            // GET_DONE that follows tells the initiator to ignore them.
+            n = sendPayloadOnce(fd, head + kHeaderSize - head_left, head_left,
+                                kZeros, std::min(payload_left, sizeof(kZeros)));
+        }
+        if (n > 0) {
+            sent += static_cast<uint64_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+        if (!waitReady(fd, POLLOUT, deadline)) return false;
+    }
+    return true;
+}
+
 bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
-    int status =
-        memory_->checkAccess(request.addr, request.length, request.key, rail);
-    std::vector<char> bounce;
-    if (status == MPCOMM_SUCCESS)
-        bounce.resize(std::min<uint64_t>(request.length, kChunkSize));
+    MemoryTable::Access access;
+    int status = memory_->openAccess(request.addr, request.length, request.key,
+                                     rail, &access);
+    const char* source = reinterpret_cast<const char*>(request.addr);
     for (uint64_t offset = 0;
          status == MPCOMM_SUCCESS && offset < request.length;) {
         size_t chunk = std::min<uint64_t>(request.length - offset, kChunkSize);
-        status = memory_->copyOut(request.addr + offset, bounce.data(), chunk,
-                                  request.key, rail);
-        if (status != MPCOMM_SUCCESS) break;
         FrameHeader data;
         data.type = MsgType::kGetData;
         data.seq = request.seq;
         data.addr = offset;
-        // A reader that stops reading loses the connection after one idle
-        // period instead of holding this thread in send() forever.
-        if (!sendFrame(fd, data, idleDeadline(), bounce.data(), chunk))
+        data.payload_len = chunk;
+        if (!sendGetData(fd, data, source + offset, &access, &status))
             return false;
         offset += chunk;
     }

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "memory_table.h"
 #include "protocol.h"
@@ -72,8 +73,15 @@ class Server {
     void serveControl(int fd, const std::string& peer);
     void serveData(int fd, uint32_t rail, const std::string& peer);
     // Each returns false when the connection must be closed.
-    bool handlePut(int fd, uint32_t rail, const FrameHeader& request);
+    bool handlePut(int fd, uint32_t rail, const FrameHeader& request,
+                   std::vector<char>* drain);
     bool handleGet(int fd, uint32_t rail, const FrameHeader& request);
+    // Sends one GET_DATA frame straight from the published buffer, each
+    // send() inside `access`. A withdrawal sets *status to
+    // MPCOMM_ERR_REMOTE_ACCESS (the frame is then skipped, or zero-filled
+    // if it had started); false when the connection must be closed.
+    bool sendGetData(int fd, const FrameHeader& data, const char* source,
+                     MemoryTable::Access* access, int* status);
     bool finishRequest(int fd, const FrameHeader& request, const char* op,
                        MsgType reply, int status);
     Deadline idleDeadline() const { return Deadline::in(idle_timeout_ms_); }

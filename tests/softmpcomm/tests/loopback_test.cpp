@@ -211,6 +211,46 @@ TEST_F(Loopback, UnpublishedBufferRefusesAccessUntilRepublishedAndRequeried) {
     EXPECT_EQ(std::memcmp(window(), source_.data(), 4096), 0);
 }
 
+TEST_F(Loopback, UnpublishStopsAccessesInFlightBeforeItReturns) {
+    // Payloads move straight between sockets and the published window, so
+    // unpublishBuffer() must wait out every socket call inside it: once it
+    // returns, nothing writes the window and nothing read from it reaches a
+    // GET that then succeeds.
+    connectAndQuery();
+    constexpr uint8_t kAfter = 0x5A;
+    // So that kAfter in the sink can only have come from after the return.
+    std::fill(source_.begin(), source_.end(), 0x11);
+    for (int round = 0; round < 4; ++round) {
+        std::fill(sink_.begin(), sink_.end(), 0);
+        std::vector<TransferHandle> puts;
+        for (int i = 0; i < 2; ++i)
+            puts.push_back(
+                initiator_->putAsync(src(), "target", remote(), kWindow));
+        TransferHandle get =
+            initiator_->getAsync(dst(), "target", remote(), kWindow);
+        target_->unpublishBuffer(window());
+        std::fill(window(), window() + kWindow, kAfter);
+        for (TransferHandle put : puts) {
+            int rc = finish(*initiator_, put).error_code;
+            EXPECT_TRUE(rc == MPCOMM_SUCCESS || rc == MPCOMM_ERR_REMOTE_ACCESS)
+                << rc;
+        }
+        TransferResult got = finish(*initiator_, get);
+        EXPECT_TRUE(std::all_of(window(), window() + kWindow,
+                                [](uint8_t b) { return b == kAfter; }))
+            << "round " << round;
+        if (got.error_code == MPCOMM_SUCCESS)
+            EXPECT_TRUE(std::none_of(sink_.begin(), sink_.end(),
+                                     [](uint8_t b) { return b == kAfter; }));
+        EXPECT_TRUE(guardsIntact());
+        std::fill(window(), window() + kWindow, 0);
+        ASSERT_EQ(target_->publishBuffer(window(), kWindow, 0), MPCOMM_SUCCESS);
+        ASSERT_EQ(query(), MPCOMM_SUCCESS);
+    }
+    EXPECT_EQ(put(0, 0, kWindow).error_code, MPCOMM_SUCCESS);
+    EXPECT_EQ(std::memcmp(window(), source_.data(), kWindow), 0);
+}
+
 TEST_F(Loopback, UnregisteringPublishedMemoryWithdrawsIt) {
     connectAndQuery();
     target_->unregisterMemory(arena_.data());
