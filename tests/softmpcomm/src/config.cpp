@@ -71,7 +71,7 @@ bool loadConfig(const std::string& device_names, Config* config,
     result.rails = splitRailList(filter != nullptr ? filter : device_names);
     if (result.rails.empty()) result.rails.push_back(kDefaultRail);
 
-    uint64_t qps = 1;
+    uint64_t qps = kDefaultQpsPerConnection;
     if (!readBoundedEnv("MPCOMM_QPS_PER_CONNECTION", 1, kMaxQpsPerConnection,
                         &qps, error))
         return false;

@@ -11,6 +11,15 @@ namespace mpcomm {
 namespace detail {
 
 constexpr int kMaxQpsPerConnection = 16;
+// MPCOMM_QPS_PER_CONNECTION when unset. One TCP connection carries about
+// what one core can copy, so a single data connection per peer would make
+// softmpcomm, not the path under test, the limit; four (like TENT's TCP
+// transport's four workers) let one transfer's slices move in parallel.
+constexpr int kDefaultQpsPerConnection = 4;
+// A transfer is striped over the peer's data connections in slices of at
+// least this many bytes: smaller ones would cost more in per-slice
+// bookkeeping and acknowledgements than parallelism gains.
+constexpr uint64_t kMinStripeSize = 64 * 1024;
 constexpr uint64_t kDefaultMaxTransferSize = 1ull << 30;  // 1 GiB
 
 // The bounds on every wait. Each is an environment variable so tests (and
@@ -34,7 +43,7 @@ constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
 
 struct Config {
     std::vector<std::string> rails;  // never empty after loadConfig()
-    int qps_per_connection = 1;
+    int qps_per_connection = kDefaultQpsPerConnection;
     uint64_t max_transfer_size = kDefaultMaxTransferSize;
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;

@@ -447,14 +447,23 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
 
     std::shared_ptr<Transfer> transfer;
     TransferHandle handle = transfers.create(&transfer);
-    uint64_t slice = config.max_transfer_size;
-    uint64_t count = (length + slice - 1) / slice;
+    // Striped as MPComm stripes over its QPs: one slice per data connection
+    // (each at least kMinStripeSize), more when the slice limit demands.
+    const uint64_t conns = peer->conns.size();
+    uint64_t count =
+        (length + config.max_transfer_size - 1) / config.max_transfer_size;
+    count = std::max<uint64_t>(
+        count, std::min<uint64_t>(conns, (length + detail::kMinStripeSize - 1) /
+                                             detail::kMinStripeSize));
+    const uint64_t slice = (length + count - 1) / count;
+    count = (length + slice - 1) / slice;
     transfer->addSlices(count);
+    uint64_t first =
+        peer->next_conn.fetch_add(count, std::memory_order_relaxed);
     for (uint64_t i = 0; i < count; ++i) {
         uint64_t offset = i * slice;
         uint64_t bytes = std::min<uint64_t>(slice, length - offset);
-        uint64_t pick = peer->next_conn.fetch_add(1, std::memory_order_relaxed);
-        DataConn* conn = peer->conns[pick % peer->conns.size()].get();
+        DataConn* conn = peer->conns[(first + i) % conns].get();
         if (conn->rail() >= rkeys.size()) {
             transfer->sliceDone(MPCOMM_ERR_REMOTE_ACCESS);
             continue;

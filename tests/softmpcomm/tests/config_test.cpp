@@ -20,7 +20,7 @@ TEST(SoftMpcommConfig, RailsComeFromDeviceNamesTrimmedAndNonEmpty) {
     std::string error;
     ASSERT_TRUE(detail::loadConfig(" r0, r1,,r2 ", &config, &error));
     EXPECT_EQ(config.rails, (std::vector<std::string>{"r0", "r1", "r2"}));
-    EXPECT_EQ(config.qps_per_connection, 1);
+    EXPECT_EQ(config.qps_per_connection, detail::kDefaultQpsPerConnection);
     EXPECT_EQ(config.max_transfer_size, 1ull << 30);
 }
 
