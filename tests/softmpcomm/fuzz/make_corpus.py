@@ -60,7 +60,7 @@ SEEDS = {
     "put_over_slice": frame(HELLO, b"i", key=DATA) +
     frame(PUT_REQ, length=(1 << 20) + 1, payload_len=(1 << 20) + 1),
     "get_data_over_chunk": frame(HELLO_ACK, b"t", length=1) +
-    frame(GET_DATA, payload_len=(256 << 10) + 1),
+    frame(GET_DATA, payload_len=(4 << 20) + 1),
     "truncated_buffer_list": BUFFERS[:-3],
 }
 

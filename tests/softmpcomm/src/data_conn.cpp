@@ -107,26 +107,28 @@ int DataConn::waitForProgress(short events) {
     }
 }
 
-int DataConn::sendFrame(const uint8_t* head, const void* payload,
-                        uint64_t payload_length) {
-    const char* source = static_cast<const char*>(payload);
+int DataConn::sendFrame(Queued* queued, bool may_wait) {
+    const char* source = reinterpret_cast<const char*>(queued->local);
+    const uint64_t payload_length = queued->request.payload_len;
     const uint64_t total = kHeaderSize + payload_length;
     // Header and payload leave in one sendmsg(), so a PUT costs no extra
     // small segment and no copy of the payload.
-    for (uint64_t sent = 0; sent < total;) {
+    while (queued->sent < total) {
+        const uint64_t sent = queued->sent;
         size_t head_left = sent < kHeaderSize ? kHeaderSize - sent : 0;
         uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
         ssize_t n =
-            sendPayloadOnce(fd_, head + kHeaderSize - head_left, head_left,
-                            source + at, payload_length - at);
+            sendPayloadOnce(fd_, queued->head + kHeaderSize - head_left,
+                            head_left, source + at, payload_length - at);
         if (n > 0) {
             noteProgress();
-            sent += static_cast<uint64_t>(n);
+            queued->sent += static_cast<uint64_t>(n);
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
             return MPCOMM_ERR_CONNECTION_LOST;
+        if (!may_wait) return MPCOMM_SUCCESS;  // the rest is the sender's
         int rc = waitForProgress(POLLOUT);
         if (rc != MPCOMM_SUCCESS) return rc;
     }
@@ -167,6 +169,7 @@ int DataConn::markDead(int reason) {
 }
 
 bool DataConn::enqueue(Pending pending, Queued queued) {
+    bool send_here;
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
         if (dead_ || stopping_) return false;
@@ -174,11 +177,52 @@ bool DataConn::enqueue(Pending pending, Queued queued) {
         // of a long-idle connection.
         if (pending_.empty()) noteProgress();
         queued.request.seq = next_seq_++;
+        encodeHeader(queued.request, queued.head);
         pending_.emplace(queued.request.seq, std::move(pending));
-        queue_.push_back(std::move(queued));
+        // A small request on an idle socket goes out from the posting
+        // thread: waking the sender for it would cost more than sending.
+        send_here = !writing_ && queue_.empty() &&
+                    queued.request.payload_len <= kInlinePayloadBytes;
+        if (send_here)
+            writing_ = true;
+        else
+            queue_.push_back(std::move(queued));
     }
-    queue_cv_.notify_one();
+    if (send_here)
+        sendFromPoster(std::move(queued));
+    else
+        queue_cv_.notify_one();
     return true;
+}
+
+void DataConn::sendFromPoster(Queued queued) {
+    // Never waits: what the socket does not take now is the sender's.
+    int rc = sendFrame(&queued, false);
+    const bool whole = queued.sent == kHeaderSize + queued.request.payload_len;
+    bool handed_over = false;
+    bool wake = false;
+    if (rc == MPCOMM_SUCCESS) {
+        std::lock_guard<std::mutex> lock(pending_mu_);
+        writing_ = false;
+        // Once the reader swept the queue (dead_), nobody would send or fail
+        // a request put back now: it fails below instead.
+        if (!whole && !dead_) {
+            queue_.push_front(std::move(queued));  // the rest goes out first
+            handed_over = true;
+        } else if (!whole) {
+            rc = reason_;
+        }
+        wake = !queue_.empty();
+    } else {
+        // A half-written request poisons the stream, as in senderLoop().
+        rc = markDead(rc);
+        std::lock_guard<std::mutex> lock(pending_mu_);
+        writing_ = false;
+    }
+    if (wake) queue_cv_.notify_one();
+    if (handed_over) return;
+    if (queued.put_transfer) queued.put_transfer->sliceDone(rc);
+    if (rc != MPCOMM_SUCCESS) failPending(queued.request.seq, rc);
 }
 
 void DataConn::failPending(uint64_t seq, int status) {
@@ -217,7 +261,9 @@ bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
     queued.request.type = is_get ? MsgType::kGetReq : MsgType::kPutReq;
     queued.request.addr = remote;
     queued.request.length = length;
+    queued.request.payload_len = is_get ? 0 : length;
     queued.request.key = key;
+    queued.local = local;
     if (!is_get) {
         transfer->addSlices(1);  // the sender's "done with the payload"
         queued.put_transfer = transfer;
@@ -231,32 +277,34 @@ bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
 void DataConn::senderLoop() {
     for (;;) {
         Queued queued;
-        uint64_t local = 0;
         bool found = false;
         {
             std::unique_lock<std::mutex> lock(pending_mu_);
-            queue_cv_.wait(
-                lock, [this] { return stopping_ || dead_ || !queue_.empty(); });
+            // A poster sending inline owns the socket until it is done.
+            queue_cv_.wait(lock, [this] {
+                return stopping_ || dead_ || (!queue_.empty() && !writing_);
+            });
             // Whatever is still queued stays there and in the pending table,
             // where the reader's final sweep fails it.
             if (stopping_ || dead_) return;
             queued = std::move(queue_.front());
             queue_.pop_front();
-            auto it = pending_.find(queued.request.seq);
-            found = it != pending_.end();
-            if (found) local = it->second.local;
+            // A slice failed meanwhile is skipped, unless part of it already
+            // went out (only a dead connection fails slices, see above).
+            found = queued.sent > 0 || pending_.count(queued.request.seq) > 0;
+            writing_ = found;
         }
-        FrameHeader request = queued.request;
-        request.payload_len = queued.put_transfer ? request.length : 0;
-        uint8_t raw[kHeaderSize];
-        encodeHeader(request, raw);
+        const FrameHeader& request = queued.request;
         int rc = MPCOMM_SUCCESS;
-        if (found)
-            rc = sendFrame(raw, reinterpret_cast<const void*>(local),
-                           request.payload_len);
-        // A half-written request poisons the stream: end the connection so
-        // the reader fails every other slice on it too, with the same code.
-        if (rc != MPCOMM_SUCCESS) rc = markDead(rc);
+        if (found) {
+            rc = sendFrame(&queued, true);
+            // A half-written request poisons the stream: end the connection
+            // (before anyone else may write) so the reader fails every other
+            // slice on it too, with the same code.
+            if (rc != MPCOMM_SUCCESS) rc = markDead(rc);
+            std::lock_guard<std::mutex> lock(pending_mu_);
+            writing_ = false;
+        }
         if (queued.put_transfer) queued.put_transfer->sliceDone(rc);
         if (rc != MPCOMM_SUCCESS) {
             failPending(request.seq, rc);

@@ -93,13 +93,23 @@ class DataConn {
     // final sweep). A transfer therefore never completes while the sender
     // may still read its buffer, even when the connection dies mid-send.
     struct Queued {
-        FrameHeader request;
+        FrameHeader request;  // seq and header set by enqueue()
+        uint8_t head[kHeaderSize] = {};
+        uint64_t local = 0;  // the payload in user memory, for puts
+        uint64_t sent = 0;   // bytes of header + payload already sent
         std::shared_ptr<Transfer> put_transfer;  // null for gets
     };
+    // Requests whose payload is at most this go out from the posting
+    // thread when the socket is idle (GETs always: they carry none).
+    static constexpr uint64_t kInlinePayloadBytes = 64 * 1024;
 
-    // Registers the slice and queues its request; false when the connection
-    // is already dead.
+    // Registers the slice and queues its request, or sends it at once (see
+    // kInlinePayloadBytes); false when the connection is already dead.
     bool enqueue(Pending pending, Queued queued);
+    // Sends what the socket takes without waiting and hands the rest of the
+    // request to the sender; completes the put's "done with the payload"
+    // once the request is out, and fails the slice if the send fails.
+    void sendFromPoster(Queued queued);
     // Removes and completes a slice if nobody else did yet.
     void failPending(uint64_t seq, int status);
     void readerLoop();
@@ -111,11 +121,11 @@ class DataConn {
     // Move bytes, waiting at most until the connection stalls. Return
     // MPCOMM_SUCCESS, MPCOMM_ERR_RETRY_EXCEEDED or MPCOMM_ERR_CONNECTION_LOST.
     // sendFrame() sends a request header and its payload (read straight
-    // from user memory); recvPayload() receives a GET's data straight into
-    // user memory, recvBytes() anything else. Payloads go through
-    // payload_io.h.
-    int sendFrame(const uint8_t* head, const void* payload,
-                  uint64_t payload_length);
+    // from user memory), continuing at queued->sent; with may_wait false it
+    // returns as soon as the socket is full. recvPayload() receives a GET's
+    // data straight into user memory, recvBytes() anything else. Payloads
+    // go through payload_io.h.
+    int sendFrame(Queued* queued, bool may_wait);
     int recvBytes(void* data, size_t length) {
         return recvInto(data, length, false);
     }
@@ -148,6 +158,7 @@ class DataConn {
     std::condition_variable queue_cv_;
     bool dead_ = false;            // set by the reader when the connection ends
     bool stopping_ = false;        // set by close() to release the sender
+    bool writing_ = false;         // a thread is sending a request
     int reason_ = MPCOMM_SUCCESS;  // why the connection ended, once it did
     uint64_t next_seq_ = 1;
     std::unordered_map<uint64_t, Pending> pending_;

@@ -374,7 +374,8 @@ bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
     const char* source = reinterpret_cast<const char*>(request.addr);
     for (uint64_t offset = 0;
          status == MPCOMM_SUCCESS && offset < request.length;) {
-        size_t chunk = std::min<uint64_t>(request.length - offset, kChunkSize);
+        size_t chunk =
+            std::min<uint64_t>(request.length - offset, kMaxGetDataSize);
         FrameHeader data;
         data.type = MsgType::kGetData;
         data.seq = request.seq;

@@ -154,7 +154,7 @@ bool checkReply(ConnStage stage, const FrameHeader& header) {
         case ConnStage::kData:
             if (header.type == MsgType::kGetData)
                 return header.payload_len > 0 &&
-                       header.payload_len <= kChunkSize;
+                       header.payload_len <= kMaxGetDataSize;
             return (header.type == MsgType::kPutAck ||
                     header.type == MsgType::kGetDone) &&
                    header.payload_len == 0;

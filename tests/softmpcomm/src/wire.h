@@ -33,10 +33,14 @@ constexpr size_t kMaxHostIdLength = 1024;
 constexpr uint64_t kMaxQueryPayload = 64ull << 20;
 constexpr uint32_t kMaxQueryEntries = 1u << 20;
 constexpr uint32_t kMaxRails = 256;
-// Payload bytes move through bounce buffers of this size, so a target never
-// holds its buffer lock while waiting on the network; it is also the largest
-// GET_DATA payload.
+// A target gives each this many bytes of a PUT payload (and a client each
+// frame) one idle period, so a trickling peer loses the connection.
 constexpr size_t kChunkSize = 256 * 1024;
+// The largest GET_DATA payload. A GET moves in frames of this size straight
+// from the target's buffer; larger frames mean fewer headers and syscalls
+// per byte on both ends, and each must still complete within one idle
+// period.
+constexpr size_t kMaxGetDataSize = 4u << 20;
 
 enum class MsgType : uint16_t {
     kHello = 1,
@@ -92,7 +96,7 @@ ConnStage stageAfterHello(const FrameHeader& hello, uint32_t rails);
 // Checks a reply header on the initiator's side: HELLO_ACK (any stage) with
 // a 1..kMaxHostIdLength host id and 1..kMaxRails rails when successful;
 // QUERY_RESP up to kMaxQueryPayload; PUT_ACK / GET_DONE empty; GET_DATA of
-// 1..kChunkSize bytes.
+// 1..kMaxGetDataSize bytes.
 bool checkReply(ConnStage stage, const FrameHeader& header);
 
 std::string encodeBufferList(const std::vector<RemoteBufferEntry>& entries);
