@@ -237,7 +237,7 @@ Status TcpTransport::submitTransferTasks(
                 std::to_string(sub->capacity - sub->tasks.size()));
         }
         for (const Request& request : request_list) {
-            auto task = std::make_shared<Task>();
+            std::shared_ptr<Task> task = sub->nextTask();
             task->request = request;
             sub->tasks.push_back(task);
             created.push_back(std::move(task));
@@ -252,13 +252,11 @@ Status TcpTransport::submitTransferTasks(
             s = Status::InvalidArgument("segment " + desc->name +
                                         " is a file segment");
         } else if (s.ok() && desc) {
-            task->segment = desc->name;
-            const std::string* endpoint =
-                desc->getMemory().getTransportAttrs(TCP);
-            task->endpoint = endpoint ? *endpoint : "";
-            if (task->endpoint.empty()) {
+            task->endpoint = desc->getMemory().getTransportAttrs(TCP);
+            task->desc = std::move(desc);
+            if (!task->endpoint || task->endpoint->empty()) {
                 s = Status::InvalidArgument(
-                    "segment " + desc->name +
+                    "segment " + task->segment() +
                     " publishes no tcp endpoint (transport_attrs[TCP])");
             }
         } else if (s.ok()) {
@@ -273,11 +271,19 @@ Status TcpTransport::submitTransferTasks(
         }
         runnable.push_back(std::move(task));
     }
+    const size_t queued = runnable.size();
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         for (auto& task : runnable) queue_.push_back(std::move(task));
     }
-    queue_cv_.notify_all();
+    // One worker per new task at most: waking every worker for each
+    // submit only has the rest find the queue empty and sleep again, on
+    // CPUs the busy workers and the target need.
+    if (queued >= static_cast<size_t>(settings_.workers)) {
+        queue_cv_.notify_all();
+    } else {
+        for (size_t i = 0; i < queued; ++i) queue_cv_.notify_one();
+    }
     // uninstall() may have drained the queue between the check above and
     // the push; whatever it missed is failed here rather than left PENDING.
     if (!running_.load()) failQueued();

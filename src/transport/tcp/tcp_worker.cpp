@@ -107,13 +107,13 @@ void TcpTransport::runTask(Task& task,
                            std::map<std::string, int>& connections) {
     const Request& r = task.request;
     if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
-        LOG(WARNING) << "TcpTransport: task to " << task.segment
+        LOG(WARNING) << "TcpTransport: task to " << task.segment()
                      << " failed: bad opcode " << static_cast<int>(r.opcode);
         task.finish(FAILED);
         return;
     }
     if (r.length > 0 && !r.source) {
-        LOG(WARNING) << "TcpTransport: task to " << task.segment
+        LOG(WARNING) << "TcpTransport: task to " << task.segment()
                      << " failed: null source for " << r.length << " bytes";
         task.finish(FAILED);
         return;
@@ -126,13 +126,13 @@ void TcpTransport::runTask(Task& task,
     // An attempt that already waited out the timeout is not retried: a hung
     // peer would only double the wait.
     for (int attempt = 0; attempt < 2; ++attempt) {
-        auto it = connections.find(task.endpoint);
+        auto it = connections.find(*task.endpoint);
         const bool pooled = it != connections.end();
         if (!pooled) {
             int fd = -1;
             std::string host;
             uint16_t port = 0;
-            s = net::parseHostPort(task.endpoint, "tcp endpoint", host, port);
+            s = net::parseHostPort(*task.endpoint, "tcp endpoint", host, port);
             if (s.ok()) {
                 s = net::connectTo(host, port,
                                    stepDeadline(settings_.timeout_ms), fd);
@@ -142,7 +142,7 @@ void TcpTransport::runTask(Task& task,
                 s = Status::InternalError("tcp transport uninstalled");
             }
             if (!s.ok()) break;
-            it = connections.emplace(task.endpoint, fd).first;
+            it = connections.emplace(*task.endpoint, fd).first;
         }
         bool connection_ok = false;
         const auto started = std::chrono::steady_clock::now();
@@ -165,7 +165,7 @@ void TcpTransport::runTask(Task& task,
                      << (r.opcode == Request::WRITE ? "WRITE" : "READ")
                      << " of " << r.length << " bytes at 0x" << std::hex
                      << r.target_offset << std::dec << " on segment "
-                     << task.segment << " failed: " << s.message();
+                     << task.segment() << " failed: " << s.message();
         task.finish(FAILED);
         return;
     }
