@@ -453,8 +453,7 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
     uint64_t count =
         (length + config.max_transfer_size - 1) / config.max_transfer_size;
     count = std::max<uint64_t>(
-        count, std::min<uint64_t>(conns, (length + detail::kMinStripeSize - 1) /
-                                             detail::kMinStripeSize));
+        count, std::min<uint64_t>(conns, length / detail::kMinStripeSize));
     const uint64_t slice = (length + count - 1) / count;
     count = (length + slice - 1) / slice;
     transfer->addSlices(count);
