@@ -108,18 +108,16 @@ int DataConn::waitForProgress(short events) {
 }
 
 int DataConn::sendFrame(Queued* queued, bool may_wait) {
-    const char* source = reinterpret_cast<const char*>(queued->local);
-    const uint64_t payload_length = queued->request.payload_len;
-    const uint64_t total = kHeaderSize + payload_length;
+    FrameParts parts;
+    parts.head = queued->head;
+    parts.head_length = kHeaderSize;
+    parts.payload = reinterpret_cast<const void*>(queued->local);
+    parts.payload_length = queued->request.payload_len;
+    const uint64_t total = parts.total();
     // Header and payload leave in one sendmsg(), so a PUT costs no extra
     // small segment and no copy of the payload.
     while (queued->sent < total) {
-        const uint64_t sent = queued->sent;
-        size_t head_left = sent < kHeaderSize ? kHeaderSize - sent : 0;
-        uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
-        ssize_t n =
-            sendPayloadOnce(fd_, queued->head + kHeaderSize - head_left,
-                            head_left, source + at, payload_length - at);
+        ssize_t n = sendPayloadOnce(fd_, parts, queued->sent);
         if (n > 0) {
             noteProgress();
             queued->sent += static_cast<uint64_t>(n);

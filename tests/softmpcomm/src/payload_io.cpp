@@ -54,17 +54,25 @@ ssize_t recvPayloadOnce(int fd, void* dst, size_t length) {
     return ::recv(fd, dst, length, MSG_DONTWAIT);
 }
 
-ssize_t sendPayloadOnce(int fd, const void* head, size_t head_length,
-                        const void* payload, size_t payload_length) {
+ssize_t sendPayloadOnce(int fd, const FrameParts& parts, uint64_t sent) {
     PeerOrderedCopy scope;
-    iovec parts[2];
+    iovec pieces[3];
     int count = 0;
-    if (head_length > 0)
-        parts[count++] = iovec{const_cast<void*>(head), head_length};
-    if (payload_length > 0)
-        parts[count++] = iovec{const_cast<void*>(payload), payload_length};
+    auto add = [&](const void* data, uint64_t length) {
+        if (sent >= length) {
+            sent -= length;
+            return;
+        }
+        pieces[count++] =
+            iovec{const_cast<char*>(static_cast<const char*>(data)) + sent,
+                  static_cast<size_t>(length - sent)};
+        sent = 0;
+    };
+    add(parts.head, parts.head_length);
+    add(parts.payload, parts.payload_length);
+    add(parts.tail, parts.tail_length);
     msghdr message{};
-    message.msg_iov = parts;
+    message.msg_iov = pieces;
     message.msg_iovlen = count;
     return ::sendmsg(fd, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
 }

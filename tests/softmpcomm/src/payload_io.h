@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace mpcomm {
 namespace detail {
@@ -21,11 +22,26 @@ namespace detail {
 // recv() returns, with errno preserved.
 ssize_t recvPayloadOnce(int fd, void* dst, size_t length);
 
-// One sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL) of `head` (a frame header, may be
-// empty) followed by `payload`; returns what sendmsg() returns (bytes of
-// both together), with errno preserved.
-ssize_t sendPayloadOnce(int fd, const void* head, size_t head_length,
-                        const void* payload, size_t payload_length);
+// One frame as it goes out: its header, its payload (in registered or user
+// memory), and optionally a small frame that follows it in the same
+// sendmsg() (a GET's completion rides with its last data frame, saving a
+// segment and a wake-up of the reader).
+struct FrameParts {
+    const uint8_t* head = nullptr;
+    size_t head_length = 0;
+    const void* payload = nullptr;
+    uint64_t payload_length = 0;
+    const uint8_t* tail = nullptr;
+    size_t tail_length = 0;
+
+    uint64_t total() const {
+        return head_length + payload_length + tail_length;
+    }
+};
+
+// One sendmsg(MSG_DONTWAIT | MSG_NOSIGNAL) of what is left of `parts` after
+// its first `sent` bytes; returns what sendmsg() returns, errno preserved.
+ssize_t sendPayloadOnce(int fd, const FrameParts& parts, uint64_t sent);
 
 }  // namespace detail
 }  // namespace mpcomm

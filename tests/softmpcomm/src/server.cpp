@@ -328,21 +328,29 @@ bool Server::handlePut(int fd, uint32_t rail, const FrameHeader& request,
 }
 
 bool Server::sendGetData(int fd, const FrameHeader& data, const char* source,
-                         MemoryTable::Access* access, int* status) {
+                         const uint8_t* done, MemoryTable::Access* access,
+                         int* status, bool* done_sent) {
     uint8_t head[kHeaderSize];
     encodeHeader(data, head);
-    const uint64_t total = kHeaderSize + data.payload_len;
+    FrameParts parts;
+    parts.head = head;
+    parts.head_length = kHeaderSize;
+    parts.payload = source;
+    parts.payload_length = data.payload_len;
+    parts.tail = done;
+    parts.tail_length = done ? kHeaderSize : 0;
+    const uint64_t frame_end = kHeaderSize + data.payload_len;
+    *done_sent = false;
     // A reader that stops reading loses the connection after one idle
     // period instead of holding this thread in send() forever.
     Deadline deadline = idleDeadline();
-    for (uint64_t sent = 0; sent < total;) {
-        size_t head_left = sent < kHeaderSize ? kHeaderSize - sent : 0;
-        uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
-        size_t payload_left = data.payload_len - at;
+    for (uint64_t sent = 0; sent < parts.total();) {
         ssize_t n;
-        if (*status == MPCOMM_SUCCESS && access->enter()) {
-            n = sendPayloadOnce(fd, head + kHeaderSize - head_left, head_left,
-                                source + at, payload_left);
+        if (sent >= frame_end) {
+            // Only the completion is left: nothing touches the buffer.
+            n = sendPayloadOnce(fd, parts, sent);
+        } else if (*status == MPCOMM_SUCCESS && access->enter()) {
+            n = sendPayloadOnce(fd, parts, sent);
             int err = errno;
             access->leave();
             errno = err;
@@ -351,10 +359,18 @@ bool Server::sendGetData(int fd, const FrameHeader& data, const char* source,
             // Withdrawn before the frame started: it never goes out.
             if (sent == 0) return true;
             // Withdrawn part way: the header promised payload_len bytes, so
-            // zeros fill the frame and keep the stream in step; the failed
-            // GET_DONE that follows tells the initiator to ignore them.
-            n = sendPayloadOnce(fd, head + kHeaderSize - head_left, head_left,
-                                kZeros, std::min(payload_left, sizeof(kZeros)));
+            // zeros fill the frame and keep the stream in step, and the
+            // successful completion is dropped; the failed one the caller
+            // sends next tells the initiator to ignore the zeros.
+            parts.tail_length = 0;
+            uint64_t at = sent < kHeaderSize ? 0 : sent - kHeaderSize;
+            FrameParts pad;
+            pad.head = head + std::min<uint64_t>(sent, kHeaderSize);
+            pad.head_length = kHeaderSize - (pad.head - head);
+            pad.payload = kZeros;
+            pad.payload_length =
+                std::min<uint64_t>(data.payload_len - at, sizeof(kZeros));
+            n = sendPayloadOnce(fd, pad, 0);
         }
         if (n > 0) {
             sent += static_cast<uint64_t>(n);
@@ -364,6 +380,7 @@ bool Server::sendGetData(int fd, const FrameHeader& data, const char* source,
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
         if (!waitReady(fd, POLLOUT, deadline)) return false;
     }
+    *done_sent = parts.tail_length > 0;
     return true;
 }
 
@@ -372,6 +389,11 @@ bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
     int status = memory_->openAccess(request.addr, request.length, request.key,
                                      rail, &access);
     const char* source = reinterpret_cast<const char*>(request.addr);
+    FrameHeader done;
+    done.type = MsgType::kGetDone;
+    done.seq = request.seq;
+    uint8_t done_raw[kHeaderSize];
+    encodeHeader(done, done_raw);
     for (uint64_t offset = 0;
          status == MPCOMM_SUCCESS && offset < request.length;) {
         size_t chunk =
@@ -381,8 +403,12 @@ bool Server::handleGet(int fd, uint32_t rail, const FrameHeader& request) {
         data.seq = request.seq;
         data.addr = offset;
         data.payload_len = chunk;
-        if (!sendGetData(fd, data, source + offset, &access, &status))
+        const bool last = offset + chunk == request.length;
+        bool done_sent = false;
+        if (!sendGetData(fd, data, source + offset, last ? done_raw : nullptr,
+                         &access, &status, &done_sent))
             return false;
+        if (done_sent) return true;
         offset += chunk;
     }
     return finishRequest(fd, request, "GET", MsgType::kGetDone, status);

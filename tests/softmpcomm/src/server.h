@@ -77,11 +77,14 @@ class Server {
                    std::vector<char>* drain);
     bool handleGet(int fd, uint32_t rail, const FrameHeader& request);
     // Sends one GET_DATA frame straight from the published buffer, each
-    // send() inside `access`. A withdrawal sets *status to
-    // MPCOMM_ERR_REMOTE_ACCESS (the frame is then skipped, or zero-filled
-    // if it had started); false when the connection must be closed.
+    // send() inside `access`, followed in the same sendmsg() by `done` (the
+    // successful GET_DONE, for the last frame; may be null). A withdrawal
+    // sets *status to MPCOMM_ERR_REMOTE_ACCESS (the frame is then skipped,
+    // or zero-filled if it had started, and `done` is not sent); *done_sent
+    // tells whether it was. False when the connection must be closed.
     bool sendGetData(int fd, const FrameHeader& data, const char* source,
-                     MemoryTable::Access* access, int* status);
+                     const uint8_t* done, MemoryTable::Access* access,
+                     int* status, bool* done_sent);
     bool finishRequest(int fd, const FrameHeader& request, const char* op,
                        MsgType reply, int status);
     Deadline idleDeadline() const { return Deadline::in(idle_timeout_ms_); }
