@@ -176,6 +176,7 @@ bool DataConn::enqueue(Pending pending, Queued queued) {
         if (pending_.empty()) noteProgress();
         queued.request.seq = next_seq_++;
         encodeHeader(queued.request, queued.head);
+        outstanding_.fetch_add(pending.length, std::memory_order_relaxed);
         pending_.emplace(queued.request.seq, std::move(pending));
         // A small request on an idle socket goes out from the posting
         // thread: waking the sender for it would cost more than sending.
@@ -230,6 +231,7 @@ void DataConn::failPending(uint64_t seq, int status) {
         auto it = pending_.find(seq);
         if (it == pending_.end()) return;
         transfer = std::move(it->second.transfer);
+        outstanding_.fetch_sub(it->second.length, std::memory_order_relaxed);
         pending_.erase(it);
     }
     transfer->sliceDone(status);
@@ -344,6 +346,7 @@ int DataConn::handleResponse(const FrameHeader& header) {
         if (it == pending_.end() || it->second.is_get != want_get)
             return MPCOMM_ERR_PROTOCOL;
         done = std::move(it->second);
+        outstanding_.fetch_sub(done.length, std::memory_order_relaxed);
         pending_.erase(it);
     }
     int status = sanitizeRemoteStatus(header.status);
@@ -375,6 +378,7 @@ void DataConn::readerLoop() {
         dead_ = true;
         orphans.swap(pending_);
         unsent.swap(queue_);
+        outstanding_.store(0, std::memory_order_relaxed);
     }
     for (auto& queued : unsent) {
         if (queued.put_transfer) queued.put_transfer->sliceDone(reason);

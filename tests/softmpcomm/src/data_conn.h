@@ -62,6 +62,13 @@ class DataConn {
     DataConn& operator=(const DataConn&) = delete;
 
     uint32_t rail() const { return rail_; }
+    // Bytes of the slices posted here and not completed yet: the poster
+    // gives the next slice to the connection with the fewest, so a
+    // connection whose threads fall behind (descheduled, or a long slice
+    // ahead) does not hold up slices that idle connections could carry.
+    uint64_t outstandingBytes() const {
+        return outstanding_.load(std::memory_order_relaxed);
+    }
 
     // Returns true when the request was queued (its bytes count as posted);
     // either way the slice is completed on `transfer` exactly once.
@@ -161,6 +168,8 @@ class DataConn {
     bool writing_ = false;         // a thread is sending a request
     int reason_ = MPCOMM_SUCCESS;  // why the connection ended, once it did
     uint64_t next_seq_ = 1;
+    // Changed under pending_mu_ with the pending table, read without it.
+    std::atomic<uint64_t> outstanding_{0};
     std::unordered_map<uint64_t, Pending> pending_;
     std::deque<Queued> queue_;
     std::mutex close_mu_;

@@ -457,12 +457,20 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
     const uint64_t slice = (length + count - 1) / count;
     count = (length + slice - 1) / slice;
     transfer->addSlices(count);
+    // The scan starts one connection further each time, so ties (an idle
+    // peer) still spread over every connection.
     uint64_t first =
         peer->next_conn.fetch_add(count, std::memory_order_relaxed);
     for (uint64_t i = 0; i < count; ++i) {
         uint64_t offset = i * slice;
         uint64_t bytes = std::min<uint64_t>(slice, length - offset);
-        DataConn* conn = peer->conns[(first + i) % conns].get();
+        DataConn* conn = nullptr;
+        for (uint64_t k = 0; k < conns; ++k) {
+            DataConn* candidate = peer->conns[(first + i + k) % conns].get();
+            if (!conn ||
+                candidate->outstandingBytes() < conn->outstandingBytes())
+                conn = candidate;
+        }
         if (conn->rail() >= rkeys.size()) {
             transfer->sliceDone(MPCOMM_ERR_REMOTE_ACCESS);
             continue;
