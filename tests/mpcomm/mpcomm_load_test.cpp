@@ -2,12 +2,9 @@
 // transfer at post time: 8 threads x 100k requests, no completion lost, no
 // handle released twice or never.
 //
-// Iterations. TENT_MPCOMM_LOAD_REQUESTS_PER_THREAD (a compile-time macro,
-// settable with -D) is 100000 in a plain build. Under ASan or TSan it
-// defaults to 25000: the run is about instrumentation-bound there (TSan
-// checks every atomic of every poll), and CI's sanitizer passes on two
-// cores must finish within the suite's timeout; 8 x 25k still interleaves
-// the same paths a few hundred thousand times.
+// The same count runs under ASan and TSan: the test spends its time in the
+// transport, not in a shared lock, and the TSan build runs it in about ten
+// seconds on two loaded cores.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,22 +15,6 @@
 #include "mpcomm/instant_mpcomm_adapter.h"
 #include "mpcomm/mpcomm_transport_fixture.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TENT_MPCOMM_LOAD_UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TENT_MPCOMM_LOAD_UNDER_SANITIZER 1
-#endif
-#endif
-
-#ifndef TENT_MPCOMM_LOAD_REQUESTS_PER_THREAD
-#ifdef TENT_MPCOMM_LOAD_UNDER_SANITIZER
-#define TENT_MPCOMM_LOAD_REQUESTS_PER_THREAD 25000
-#else
-#define TENT_MPCOMM_LOAD_REQUESTS_PER_THREAD 100000
-#endif
-#endif
-
 namespace mooncake::tent {
 namespace {
 
@@ -41,7 +22,7 @@ using testing::InstantMpcommAdapter;
 using testing::MpcommTransportFixture;
 
 constexpr int kThreads = 8;
-constexpr int kPerThread = TENT_MPCOMM_LOAD_REQUESTS_PER_THREAD;
+constexpr int kPerThread = 100000;
 constexpr int kBatch = 100;
 constexpr int64_t kTotal = int64_t{kThreads} * kPerThread;
 static_assert(kPerThread % kBatch == 0, "whole batches only");
@@ -64,7 +45,7 @@ class MpcommLoad : public MpcommTransportFixture {
 // length, the second the same without asking the adapter again. The
 // adapter counts per handle: each one posted is read once and released
 // once, and nothing else touches it.
-TEST_F(MpcommLoad, EightThreadsOfManyRequestsLoseNoCompletionOrRelease) {
+TEST_F(MpcommLoad, EightThreadsOfAHundredThousandRequestsLoseNothing) {
     ASSERT_TRUE(install().ok());
     SegmentID peer = openPeer();
     std::atomic<int64_t> completed{0};
