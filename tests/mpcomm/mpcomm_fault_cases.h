@@ -199,6 +199,8 @@ class MpcommFaultFixture : public MpcommTransportFixture {
         EXPECT_EQ(faulty_->forwarded_connect, 1);
         EXPECT_EQ(faulty_->query_calls, 1);
         EXPECT_EQ(faulty_->injected, n);
+        EXPECT_EQ(faulty_->handlesNotReleasedOnce(), 0);
+        EXPECT_EQ(faulty_->misuse, 0);
     }
 
     // queryRemoteBuffer() fails n times: each request fails, the peer stays
@@ -226,6 +228,8 @@ class MpcommFaultFixture : public MpcommTransportFixture {
         EXPECT_EQ(faulty_->connect_calls, 1);
         EXPECT_EQ(faulty_->query_calls, n + 1);
         EXPECT_EQ(faulty_->forwarded_query, 1);
+        EXPECT_EQ(faulty_->handlesNotReleasedOnce(), 0);
+        EXPECT_EQ(faulty_->misuse, 0);
     }
 
     // put/get refused: the refused tasks are FAILED at submission, named in
