@@ -61,8 +61,11 @@ class SegmentManager {
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
 
- private:
+    // One open remote segment (opaque; named here only so that the
+    // per-thread descriptor caches can hold it).
     struct OpenSegment;
+
+ private:
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,
