@@ -5,6 +5,7 @@
 // and the others' tasks are issued as soon as their peers are ready.
 #include <glog/logging.h>
 
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -14,17 +15,41 @@ namespace mooncake::tent {
 
 namespace {
 
-// The tasks of one submission bound for one target segment.
-struct PeerSlot {
-    SegmentID target = LOCAL_SEGMENT_ID;
-    Status status;
-    MpcommPeerView view;
-    MpcommPeerRegistry::Ticket ticket;
-    bool settled = false;
-    std::vector<size_t> tasks;  // indices into the sub-batch
-};
+constexpr size_t kNoTask = static_cast<size_t>(-1);
+
+// The sub-batch behind `batch` when this transport allocated it. An exact
+// type check (the class is final) instead of dynamic_cast, which walks the
+// class hierarchy on every request.
+MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
+    if (batch == nullptr || typeid(*batch) != typeid(MpcommSubBatch)) {
+        return nullptr;
+    }
+    return static_cast<MpcommSubBatch*>(batch);
+}
+
+size_t hashSlotCount(size_t capacity) {
+    size_t n = 8;
+    while (n < 2 * capacity) n <<= 1;
+    return n;
+}
+
+// Where `target` starts its probe in a table of `mask + 1` entries.
+size_t hashOf(SegmentID target, size_t mask) {
+    return static_cast<size_t>(
+               static_cast<uint64_t>(target) * 0x9e3779b97f4a7c15ull >> 32) &
+           mask;
+}
 
 }  // namespace
+
+MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
+    : tasks(capacity),
+      generation(generation),
+      next_task(capacity, kNoTask),
+      slot_index(hashSlotCount(capacity), -1) {
+    // Most submissions name one target; more slots are grown once.
+    slots.reserve(capacity < 4 ? capacity : 4);
+}
 
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     batch = new MpcommSubBatch(max_size, generation_.load());
@@ -32,7 +57,7 @@ Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
 }
 
 Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: freeSubBatch got a null or foreign sub-batch");
@@ -58,9 +83,28 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     return Status::OK();
 }
 
+// The slot of `target` in this submission, made (and its peer resolved)
+// on first sight. Batches may name many targets, so a hash, not a scan.
+size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
+    const size_t mask = sub.slot_index.size() - 1;
+    size_t pos = hashOf(target, mask);
+    for (;; pos = (pos + 1) & mask) {
+        int32_t index = sub.slot_index[pos];
+        if (index < 0) break;
+        if (sub.slots[index].target == target) return index;
+    }
+    size_t index = sub.slots.size();
+    sub.slot_index[pos] = static_cast<int32_t>(index);
+    MpcommSubmitSlot& slot = sub.slots.emplace_back();
+    slot.target = target;
+    slot.hash_pos = pos;
+    slot.status = resolvePeer(target, slot.peer);
+    return index;
+}
+
 Status MpcommTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: submitTransferTasks got a null or foreign "
@@ -86,105 +130,132 @@ Status MpcommTransport::submitTransferTasks(
             " more requested");
     }
 
-    // Batches name few distinct targets: a linear search beats a map.
-    std::vector<PeerSlot> slots;
+    // Group the tasks by target: one resolution and one readiness check
+    // per distinct target, each slot's tasks chained in submission order.
+    std::vector<MpcommSubmitSlot>& slots = sub->slots;
+    size_t last_slot = kNoTask;
     for (size_t i = 0; i < request_list.size(); ++i) {
-        MpcommTask& task = sub->tasks[used + i];
+        const size_t index = used + i;
+        MpcommTask& task = sub->tasks[index];
         task.request = request_list[i];
         task.transferred_bytes.store(0, std::memory_order_relaxed);
         task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
                                  std::memory_order_relaxed);
-        PeerSlot* slot = nullptr;
-        for (PeerSlot& s : slots) {
-            if (s.target == request_list[i].target_id) slot = &s;
+        const SegmentID target = request_list[i].target_id;
+        size_t s = last_slot != kNoTask && slots[last_slot].target == target
+                       ? last_slot
+                       : slotFor(*sub, target);
+        MpcommSubmitSlot& slot = slots[s];
+        if (slot.last == kNoTask) {
+            slot.first = index;
+        } else {
+            sub->next_task[slot.last] = index;
         }
-        if (slot == nullptr) {
-            slot = &slots.emplace_back();
-            slot->target = request_list[i].target_id;
-            slot->status = resolvePeer(slot->target, slot->view);
-        }
-        slot->tasks.push_back(used + i);
+        slot.last = index;
+        sub->next_task[index] = kNoTask;
+        last_slot = s;
     }
 
-    auto issue = [&](PeerSlot& slot) {
-        slot.settled = true;
-        for (size_t index : slot.tasks) {
-            MpcommTask& task = sub->tasks[index];
-            MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
-            if (slot.status.ok()) {
-                handle = issueMpcommTransfer(*adapter_, task.request,
-                                             slot.view.host_id);
-                if (handle == kInvalidMpcommTransferHandle) {
-                    LOG(ERROR)
-                        << "MpcommTransport: MPComm refused a "
-                        << (task.request.opcode == Request::WRITE ? "WRITE"
-                                                                  : "READ")
-                        << " of " << task.request.length << " bytes to "
-                        << slot.view.host_id << " at "
-                        << mpcommHexAddr(task.request.target_offset);
-                }
-            }
-            task.mpcomm_handle.store(handle, std::memory_order_relaxed);
-            task.status_word.store(
-                handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
-                std::memory_order_relaxed);
+    // Fast path: a peer whose link says ready is what poll() would answer
+    // kReady for, without the registry's lock.
+    bool all_settled = true;
+    for (MpcommSubmitSlot& slot : slots) {
+        if (!slot.status.ok() ||
+            (slot.peer->link && slot.peer->link->readyFor(slot.peer->view))) {
+            issueSlot(*sub, slot);
+        } else {
+            all_settled = false;
         }
-        if (!slot.status.ok()) LOG(ERROR) << slot.status.message();
-    };
+    }
+    if (!all_settled) settleSlots(*sub);
 
+    // Leaves the scratch empty for the next submission; the slots' memory
+    // stays.
+    for (const MpcommSubmitSlot& slot : slots) {
+        sub->slot_index[slot.hash_pos] = -1;
+    }
+    slots.clear();
+    // Publishes the filled tasks to pollers.
+    sub->count.store(used + request_list.size(), std::memory_order_release);
+    return Status::OK();
+}
+
+void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
+    slot.settled = true;
+    for (size_t index = slot.first; index != kNoTask;
+         index = sub.next_task[index]) {
+        MpcommTask& task = sub.tasks[index];
+        MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
+        if (slot.status.ok()) {
+            handle = issueMpcommTransfer(*adapter_, task.request,
+                                         slot.peer->view.host_id);
+            if (handle == kInvalidMpcommTransferHandle) {
+                LOG(ERROR) << "MpcommTransport: MPComm refused a "
+                           << (task.request.opcode == Request::WRITE ? "WRITE"
+                                                                     : "READ")
+                           << " of " << task.request.length << " bytes to "
+                           << slot.peer->view.host_id << " at "
+                           << mpcommHexAddr(task.request.target_offset);
+            }
+        }
+        task.mpcomm_handle.store(handle, std::memory_order_relaxed);
+        task.status_word.store(
+            handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
+            std::memory_order_relaxed);
+    }
+    if (!slot.status.ok()) LOG(ERROR) << slot.status.message();
+}
+
+void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
     const auto deadline =
         MpcommPeerRegistry::Clock::now() +
         std::chrono::milliseconds(settings_.connect_timeout_ms);
+    std::vector<MpcommPeerRegistry::Ticket*> waiting;
     for (;;) {
-        std::vector<MpcommPeerRegistry::Ticket*> waiting;
-        for (PeerSlot& slot : slots) {
+        waiting.clear();
+        for (MpcommSubmitSlot& slot : sub.slots) {
             if (slot.settled) continue;
-            if (!slot.status.ok()) {
-                issue(slot);
-                continue;
-            }
             Status error;
-            switch (registry_.poll(slot.view, slot.ticket, error)) {
+            switch (registry_.poll(slot.peer->view, slot.ticket, error)) {
                 case MpcommPeerRegistry::Progress::kReady:
-                    issue(slot);
+                    // Later requests to this peer skip poll().
+                    slot.peer->link = slot.ticket.link();
+                    issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kFailed:
-                    slot.status =
-                        Status(error.code(), "MpcommTransport: segment " +
-                                                 slot.view.host_id + ": " +
-                                                 std::string(error.message()));
-                    issue(slot);
+                    slot.status = Status(error.code(),
+                                         "MpcommTransport: segment " +
+                                             slot.peer->view.host_id + ": " +
+                                             std::string(error.message()));
+                    issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kWaiting:
                     waiting.push_back(&slot.ticket);
                     break;
             }
         }
-        if (waiting.empty()) break;
+        if (waiting.empty()) return;
         if (!registry_.waitForAny(waiting, deadline)) {
             // The handshakes go on and record their outcome; only these
             // tasks stop waiting for them.
-            for (PeerSlot& slot : slots) {
+            for (MpcommSubmitSlot& slot : sub.slots) {
                 if (slot.settled) continue;
                 Status late = MpcommPeerRegistry::handshakeTimeout(
-                    slot.view, settings_.connect_timeout_ms);
+                    slot.peer->view, settings_.connect_timeout_ms);
                 slot.status =
                     Status(late.code(), "MpcommTransport: segment " +
-                                            slot.view.host_id + ": " +
+                                            slot.peer->view.host_id + ": " +
                                             std::string(late.message()));
-                issue(slot);
+                issueSlot(sub, slot);
             }
-            break;
+            return;
         }
     }
-    // Publishes the filled tasks to pollers.
-    sub->count.store(used + request_list.size(), std::memory_order_release);
-    return Status::OK();
 }
 
 Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                           TransferStatus& status) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: getTransferStatus got a null or foreign "

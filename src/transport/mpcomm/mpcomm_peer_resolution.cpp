@@ -6,6 +6,8 @@
 // cache's TTL runs out. Pre-connect starts the handshake at openSegment().
 #include <glog/logging.h>
 
+#include <array>
+
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
@@ -35,7 +37,28 @@ bool MpcommTransport::takeSuspicion(SegmentID target) {
     return true;
 }
 
-Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
+namespace {
+
+// This thread's resolutions, direct-mapped by segment id (ids are small
+// and sequential). An entry belongs to one installation (`owner`); a
+// collision or another installation only costs a re-read.
+struct ResolveCacheEntry {
+    uint64_t owner = 0;
+    SegmentID target = LOCAL_SEGMENT_ID;
+    std::shared_ptr<MpcommResolvedPeer> peer;
+};
+
+constexpr size_t kResolveCacheSlots = 256;
+
+std::array<ResolveCacheEntry, kResolveCacheSlots>& resolveCache() {
+    thread_local std::array<ResolveCacheEntry, kResolveCacheSlots> cache;
+    return cache;
+}
+
+}  // namespace
+
+Status MpcommTransport::resolvePeer(SegmentID target,
+                                    std::shared_ptr<MpcommResolvedPeer>& peer) {
     SegmentManager& segments = metadata_->segmentManager();
     if (takeSuspicion(target)) {
         // A failed transfer may mean a restarted peer: the cached descriptor
@@ -47,16 +70,40 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
     if (!found.ok() || !desc) {
         // Unreachable now; keep suspecting so the next use reads afresh.
         if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
+        peer.reset();
         return Status(
             found.ok() ? Status::Code::kInvalidArgument : found.code(),
             "MpcommTransport: cannot read the descriptor of segment id " +
                 std::to_string(target) + ": " + std::string(found.message()));
     }
+    // The same descriptor object means the same content (descriptors are
+    // immutable snapshots, and the entry holds this one alive, so its
+    // address cannot be reused): a changed incarnation or registration
+    // epoch always arrives as a new descriptor.
+    ResolveCacheEntry& entry =
+        resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
+    if (entry.owner != resolve_owner_ || entry.target != target ||
+        !entry.peer || entry.peer->desc != desc) {
+        auto fresh = std::make_shared<MpcommResolvedPeer>();
+        readDescriptor(desc, *fresh);
+        fresh->desc = std::move(desc);
+        entry.owner = resolve_owner_;
+        entry.target = target;
+        entry.peer = std::move(fresh);
+    }
+    peer = entry.peer;
+    return peer->status;
+}
+
+void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
+                                     MpcommResolvedPeer& peer) {
+    MpcommPeerView& view = peer.view;
     const std::string& name = desc->name;
     if (desc->type != SegmentType::Memory) {
-        return Status::InvalidArgument("MpcommTransport: segment " + name +
-                                       " is a file segment; MPComm moves "
-                                       "memory only");
+        peer.status = Status::InvalidArgument(
+            "MpcommTransport: segment " + name +
+            " is a file segment; MPComm moves memory only");
+        return;
     }
     view.host_id = name;
     view.incarnation = desc->incarnation;
@@ -65,10 +112,11 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
     if (attr != nullptr && !attr->empty()) {
         Status st = parseMpcommEndpointAttr(*attr, view.addr, view.port);
         if (!st.ok()) {
-            return Status::InvalidArgument("MpcommTransport: segment " + name +
-                                           ": " + std::string(st.message()));
+            peer.status =
+                Status::InvalidArgument("MpcommTransport: segment " + name +
+                                        ": " + std::string(st.message()));
         }
-        return Status::OK();
+        return;
     }
     if (env_.remote_tcp_port != 0) {
         view.addr = hostPartOf(name);
@@ -79,9 +127,9 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
                             "MPCOMM_REMOTE_TCP_PORT="
                          << view.port << " at " << view.addr;
         }
-        return Status::OK();
+        return;
     }
-    return Status::InvalidArgument(
+    peer.status = Status::InvalidArgument(
         "MpcommTransport: segment " + name +
         " published no MPComm endpoint (transport_attrs[MPCOMM] is empty) and "
         "MPCOMM_REMOTE_TCP_PORT is not set; the peer does not run the MPComm "
@@ -93,7 +141,6 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
     MpcommGateTicket ticket(gate_);
     // Read inside the gate: install() writes the settings while it is shut.
     if (!settings_.preconnect) return;
-    MpcommPeerView view;
     // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
     // fallback guesses, and a guess is not worth a background handshake.
     SegmentDescRef desc;
@@ -102,11 +149,12 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
         desc->getMemory().getTransportAttrs(MPCOMM) == nullptr) {
         return;
     }
-    if (!resolvePeer(handle, view).ok()) return;
+    std::shared_ptr<MpcommResolvedPeer> peer;
+    if (!resolvePeer(handle, peer).ok()) return;
     MpcommPeerRegistry::Ticket place;
     Status ignored;
     // Starts the handshake if one is due; nobody waits for it here.
-    registry_.poll(view, place, ignored);
+    registry_.poll(peer->view, place, ignored);
 }
 
 }  // namespace mooncake::tent
