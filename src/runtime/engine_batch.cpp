@@ -25,10 +25,16 @@ namespace mooncake::tent {
 struct TransferEngineImpl::Batch {
     struct TaskRef {
         Transport* transport = nullptr;
+        Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
         int sub_task = -1;
     };
 
-    explicit Batch(size_t cap) : capacity(cap) {}
+    explicit Batch(size_t cap) : capacity(cap) {
+        // Small batches never grow these while submitting.
+        const size_t expected = cap < kReserved ? cap : kReserved;
+        tasks.reserve(expected);
+        route.reserve(expected);
+    }
     ~Batch() {
         for (auto& entry : subs) {
             Status s = entry.first->freeSubBatch(entry.second);
@@ -39,10 +45,28 @@ struct TransferEngineImpl::Batch {
         }
     }
 
+    // The sub-batch of `transport`, allocated on first use; null when the
+    // transport refused to allocate one.
+    Transport::SubBatchRef subOf(Transport* transport, Status& s) {
+        // A batch uses one or two transports: a scan beats a map.
+        for (auto& entry : subs) {
+            if (entry.first == transport) return entry.second;
+        }
+        Transport::SubBatchRef sub = nullptr;
+        s = transport->allocateSubBatch(sub, capacity);
+        if (!s.ok()) return nullptr;
+        subs.emplace_back(transport, sub);
+        return sub;
+    }
+
+    static constexpr size_t kReserved = 256;
     const size_t capacity;
-    std::mutex mu;  // guards tasks, subs and freeing
+    std::mutex mu;  // guards tasks, subs, route and freeing
     std::vector<TaskRef> tasks;
-    std::map<Transport*, Transport::SubBatchRef> subs;
+    std::vector<std::pair<Transport*, Transport::SubBatchRef>> subs;
+    // Scratch of submitTransfer(): per request, its index in transports_,
+    // or -1 when it could not be routed.
+    std::vector<int> route;
     // Set while freeBatch() waits, so no task is submitted meanwhile.
     bool freeing = false;
 };
@@ -113,26 +137,29 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
         }
         batch->freeing = true;
     }
-    const int wait_ms =
-        conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     size_t in_flight = 0;
-    Status s;
+    Status s = countInFlight(*batch, in_flight);
+    // The configuration and the clock are read only when there is
+    // something to wait for: a batch whose tasks are done frees at once.
+    int wait_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+    if (s.ok() && in_flight > 0) {
+        wait_ms =
+            conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
+        deadline = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(wait_ms);
+    }
     // Transports report completion only when polled, so this polls, with a
     // pause that grows to 1 ms so a long wait does not burn a core.
-    for (int round = 0;; ++round) {
-        s = countInFlight(*batch, in_flight);
-        if (!s.ok() || in_flight == 0 ||
-            std::chrono::steady_clock::now() >= deadline) {
-            break;
-        }
+    for (int round = 0; s.ok() && in_flight > 0; ++round) {
+        if (std::chrono::steady_clock::now() >= deadline) break;
         if (round < 100) {
             std::this_thread::yield();
         } else {
             std::this_thread::sleep_for(
                 std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
         }
+        s = countInFlight(*batch, in_flight);
     }
     if (!s.ok() || in_flight > 0) {
         std::lock_guard<std::mutex> lock(batch->mu);
@@ -176,58 +203,81 @@ Status TransferEngineImpl::submitTransfer(
     }
     batch->tasks.resize(base + request_list.size());
 
-    // Route each request; group by transport so each sub-batch gets one
-    // submission. Keyed by position in transports_ to keep table order.
-    std::map<size_t, std::vector<size_t>> groups;
+    // Route each request. Consecutive requests to one segment share a
+    // descriptor look-up.
+    std::vector<int>& route = batch->route;
+    route.assign(request_list.size(), -1);
+    bool one_transport = true;
+    SegmentID last_target = LOCAL_SEGMENT_ID;
+    SegmentDescRef desc;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
-        SegmentDescRef desc;
-        Status s = segments_->getRemoteCached(desc, request.target_id);
-        if (s.ok() && !desc) {
-            s = Status::InvalidArgument("no descriptor for segment id " +
-                                        std::to_string(request.target_id));
+        Status s;
+        if (!desc || request.target_id != last_target) {
+            desc.reset();
+            s = segments_->getRemoteCached(desc, request.target_id);
+            if (s.ok() && !desc) {
+                s = Status::InvalidArgument("no descriptor for segment id " +
+                                            std::to_string(request.target_id));
+            }
+            last_target = request.target_id;
         }
         TransportType chosen = UNSPEC;
         if (s.ok()) s = selector_.select(request, *desc, chosen);
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i
                          << " failed: " << s.message();
+            one_transport = false;
             continue;
         }
         for (size_t t = 0; t < transports_.size(); ++t) {
             if (transports_[t].entry->type == chosen) {
-                groups[t].push_back(i);
+                route[i] = static_cast<int>(t);
                 break;
             }
         }
+        if (route[i] < 0 || route[i] != route[0]) one_transport = false;
     }
 
-    for (auto& group : groups) {
-        Loaded& loaded = transports_[group.first];
+    // One submission per transport, in transports_ order. The common case,
+    // every request on one transport, passes the caller's list as is.
+    std::vector<Request> requests;
+    std::vector<size_t> positions;
+    for (size_t t = 0; t < transports_.size(); ++t) {
+        const std::vector<Request>* list = &request_list;
+        if (one_transport) {
+            if (route.empty() || route[0] != static_cast<int>(t)) continue;
+        } else {
+            requests.clear();
+            positions.clear();
+            for (size_t i = 0; i < route.size(); ++i) {
+                if (route[i] != static_cast<int>(t)) continue;
+                requests.push_back(request_list[i]);
+                positions.push_back(i);
+            }
+            if (requests.empty()) continue;
+            list = &requests;
+        }
+        Loaded& loaded = transports_[t];
         Transport* transport = loaded.transport.get();
         Status s;
-        auto sub_it = batch->subs.find(transport);
-        if (sub_it == batch->subs.end()) {
-            Transport::SubBatchRef sub = nullptr;
-            s = transport->allocateSubBatch(sub, batch->capacity);
-            if (s.ok()) sub_it = batch->subs.emplace(transport, sub).first;
-        }
-        std::vector<Request> requests;
-        for (size_t i : group.second) requests.push_back(request_list[i]);
+        Transport::SubBatchRef sub = batch->subOf(transport, s);
         size_t sub_base = 0;
         if (s.ok()) {
-            sub_base = sub_it->second->size();
-            s = transport->submitTransferTasks(sub_it->second, requests);
+            sub_base = sub->size();
+            s = transport->submitTransferTasks(sub, *list);
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
-                         << loaded.entry->name << " rejected "
-                         << requests.size() << " request(s): " << s.message();
+                         << loaded.entry->name << " rejected " << list->size()
+                         << " request(s): " << s.message();
             continue;  // their TaskRefs stay unrouted, so they read FAILED
         }
-        for (size_t k = 0; k < group.second.size(); ++k) {
-            Batch::TaskRef& ref = batch->tasks[base + group.second[k]];
+        for (size_t k = 0; k < list->size(); ++k) {
+            size_t i = one_transport ? k : positions[k];
+            Batch::TaskRef& ref = batch->tasks[base + i];
             ref.transport = transport;
+            ref.sub = sub;
             ref.sub_task = static_cast<int>(sub_base + k);
         }
     }
@@ -243,8 +293,7 @@ Status TransferEngineImpl::taskStatus(Batch& batch, size_t task_id,
         status.transferred_bytes = 0;
         return Status::OK();
     }
-    return ref.transport->getTransferStatus(batch.subs.at(ref.transport),
-                                            ref.sub_task, status);
+    return ref.transport->getTransferStatus(ref.sub, ref.sub_task, status);
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
