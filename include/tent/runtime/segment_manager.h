@@ -53,7 +53,8 @@ class SegmentManager {
     Status openRemote(SegmentID& handle, const std::string& segment_name);
     Status closeRemote(SegmentID handle);
     // LOCAL_SEGMENT_ID yields getLocal(). The segment's name is the
-    // descriptor's `name`.
+    // descriptor's `name`. `desc` may come in holding a descriptor; it is
+    // left alone when that is still the current one.
     Status getRemoteCached(SegmentDescRef& desc, SegmentID handle);
     // Always fetches and refreshes the calling thread's cache.
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
