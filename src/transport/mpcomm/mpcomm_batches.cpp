@@ -47,8 +47,8 @@ MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
       generation(generation),
       next_task(capacity, kNoTask),
       slot_index(hashSlotCount(capacity), -1) {
-    // Most submissions name one target; more slots are grown once.
-    slots.reserve(capacity < 4 ? capacity : 4);
+    // Enough for a submission to name 64 targets without growing.
+    slots.reserve(capacity < 64 ? capacity : 64);
 }
 
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
@@ -69,9 +69,16 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
             // defers the provider release until each one is done.
             size_t count = sub->size();
             for (size_t i = 0; i < count; ++i) {
+                std::atomic<MpcommTransferHandle>& slot =
+                    sub->tasks[i].mpcomm_handle;
+                // A finished task gave its handle up already: a load
+                // spares it the exchange.
+                if (slot.load(std::memory_order_acquire) ==
+                    kInvalidMpcommTransferHandle) {
+                    continue;
+                }
                 MpcommTransferHandle handle =
-                    sub->tasks[i].mpcomm_handle.exchange(
-                        kInvalidMpcommTransferHandle);
+                    slot.exchange(kInvalidMpcommTransferHandle);
                 if (handle != kInvalidMpcommTransferHandle) {
                     adapter_->releaseTransfer(handle);
                 }
@@ -268,6 +275,15 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        std::to_string(sub->size()) + " tasks)");
     }
     MpcommTask& task = sub->tasks[task_id];
+    // A final status never changes again, and nothing the gate guards is
+    // needed to read it: no gate traffic for a task already done.
+    TransferStatusEnum done = task.status_word.load(std::memory_order_acquire);
+    if (done != PENDING) {
+        status.s = done;
+        status.transferred_bytes =
+            task.transferred_bytes.load(std::memory_order_relaxed);
+        return Status::OK();
+    }
     if (gate_.enter()) {
         MpcommGateTicket ticket(gate_);
         if (sub->generation == generation_.load()) {

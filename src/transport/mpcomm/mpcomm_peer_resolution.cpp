@@ -45,6 +45,9 @@ namespace {
 struct ResolveCacheEntry {
     uint64_t owner = 0;
     SegmentID target = LOCAL_SEGMENT_ID;
+    // What getRemoteCached() last handed this entry: passed back in, so a
+    // hit costs no reference counting.
+    SegmentDescRef desc;
     std::shared_ptr<MpcommResolvedPeer> peer;
 };
 
@@ -65,9 +68,16 @@ Status MpcommTransport::resolvePeer(SegmentID target,
         // would still show the old process.
         segments.invalidateRemote(target);
     }
-    SegmentDescRef desc;
-    Status found = segments.getRemoteCached(desc, target);
-    if (!found.ok() || !desc) {
+    ResolveCacheEntry& entry =
+        resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
+    if (entry.owner != resolve_owner_ || entry.target != target) {
+        entry = ResolveCacheEntry();
+        entry.owner = resolve_owner_;
+        entry.target = target;
+    }
+    Status found = segments.getRemoteCached(entry.desc, target);
+    if (!found.ok() || !entry.desc) {
+        entry.desc.reset();
         // Unreachable now; keep suspecting so the next use reads afresh.
         if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
         peer.reset();
@@ -80,15 +90,10 @@ Status MpcommTransport::resolvePeer(SegmentID target,
     // immutable snapshots, and the entry holds this one alive, so its
     // address cannot be reused): a changed incarnation or registration
     // epoch always arrives as a new descriptor.
-    ResolveCacheEntry& entry =
-        resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
-    if (entry.owner != resolve_owner_ || entry.target != target ||
-        !entry.peer || entry.peer->desc != desc) {
+    if (!entry.peer || entry.peer->desc != entry.desc) {
         auto fresh = std::make_shared<MpcommResolvedPeer>();
-        readDescriptor(desc, *fresh);
-        fresh->desc = std::move(desc);
-        entry.owner = resolve_owner_;
-        entry.target = target;
+        readDescriptor(entry.desc, *fresh);
+        fresh->desc = entry.desc;
         entry.peer = std::move(fresh);
     }
     peer = entry.peer;
