@@ -10,6 +10,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -29,14 +30,10 @@ struct TransferEngineImpl::Batch {
         int sub_task = -1;
     };
 
-    explicit Batch(size_t cap) : capacity(cap) {
-        // Small batches never grow these while submitting.
-        const size_t expected = cap < kReserved ? cap : kReserved;
-        tasks.reserve(expected);
-        route.reserve(expected);
-    }
+    explicit Batch(size_t cap) : capacity(cap) {}
     ~Batch() {
-        for (auto& entry : subs) {
+        for (size_t i = 0; i < sub_count; ++i) {
+            auto& entry = subAt(i);
             Status s = entry.first->freeSubBatch(entry.second);
             if (!s.ok()) {
                 LOG(WARNING) << "Transport " << entry.first->getName()
@@ -45,28 +42,40 @@ struct TransferEngineImpl::Batch {
         }
     }
 
+    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
+
+    SubEntry& subAt(size_t i) {
+        return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
+    }
+
     // The sub-batch of `transport`, allocated on first use; null when the
     // transport refused to allocate one.
     Transport::SubBatchRef subOf(Transport* transport, Status& s) {
         // A batch uses one or two transports: a scan beats a map.
-        for (auto& entry : subs) {
-            if (entry.first == transport) return entry.second;
+        for (size_t i = 0; i < sub_count; ++i) {
+            if (subAt(i).first == transport) return subAt(i).second;
         }
         Transport::SubBatchRef sub = nullptr;
         s = transport->allocateSubBatch(sub, capacity);
         if (!s.ok()) return nullptr;
-        subs.emplace_back(transport, sub);
+        if (sub_count < kInlineSubs) {
+            inline_subs[sub_count] = {transport, sub};
+        } else {
+            more_subs.emplace_back(transport, sub);
+        }
+        ++sub_count;
         return sub;
     }
 
-    static constexpr size_t kReserved = 256;
     const size_t capacity;
-    std::mutex mu;  // guards tasks, subs, route and freeing
+    std::mutex mu;  // guards tasks, the sub-batches and freeing
     std::vector<TaskRef> tasks;
-    std::vector<std::pair<Transport*, Transport::SubBatchRef>> subs;
-    // Scratch of submitTransfer(): per request, its index in transports_,
-    // or -1 when it could not be routed.
-    std::vector<int> route;
+    // The sub-batches, inline for the first two transports so that a
+    // batch allocates nothing for them.
+    static constexpr size_t kInlineSubs = 2;
+    std::array<SubEntry, kInlineSubs> inline_subs{};
+    std::vector<SubEntry> more_subs;
+    size_t sub_count = 0;
     // Set while freeBatch() waits, so no task is submitted meanwhile.
     bool freeing = false;
 };
@@ -113,6 +122,11 @@ BatchID TransferEngineImpl::allocateBatch(size_t batch_size) {
 
 Status TransferEngineImpl::countInFlight(Batch& batch, size_t& in_flight) {
     std::lock_guard<std::mutex> lock(batch.mu);
+    return countInFlightLocked(batch, in_flight);
+}
+
+Status TransferEngineImpl::countInFlightLocked(Batch& batch,
+                                               size_t& in_flight) {
     in_flight = 0;
     for (size_t i = 0; i < batch.tasks.size(); ++i) {
         TransferStatus status;
@@ -128,6 +142,8 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
     std::shared_ptr<Batch> batch;
     CHECK_STATUS(findBatch("freeBatch", batch_id, batch));
+    size_t in_flight = 0;
+    Status s;
     {
         std::lock_guard<std::mutex> lock(batch->mu);
         if (batch->freeing) {
@@ -136,9 +152,10 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
                                            " is already being freed");
         }
         batch->freeing = true;
+        // First count under the same lock: a batch whose tasks are done
+        // takes it once.
+        s = countInFlightLocked(*batch, in_flight);
     }
-    size_t in_flight = 0;
-    Status s = countInFlight(*batch, in_flight);
     // The configuration and the clock are read only when there is
     // something to wait for: a batch whose tasks are done frees at once.
     int wait_ms = 0;
@@ -203,10 +220,11 @@ Status TransferEngineImpl::submitTransfer(
     }
     batch->tasks.resize(base + request_list.size());
 
-    // Route each request. Consecutive requests to one segment share a
+    // Route each request: its TaskRef names the chosen transport until the
+    // transport accepts it. Consecutive requests to one segment share a
     // descriptor look-up.
-    std::vector<int>& route = batch->route;
-    route.assign(request_list.size(), -1);
+    Batch::TaskRef* refs = batch->tasks.data() + base;
+    Transport* first = nullptr;
     bool one_transport = true;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
@@ -230,36 +248,33 @@ Status TransferEngineImpl::submitTransfer(
             one_transport = false;
             continue;
         }
-        for (size_t t = 0; t < transports_.size(); ++t) {
-            if (transports_[t].entry->type == chosen) {
-                route[i] = static_cast<int>(t);
-                break;
-            }
+        refs[i].transport = transportOf(chosen);
+        if (i == 0) first = refs[i].transport;
+        if (refs[i].transport == nullptr || refs[i].transport != first) {
+            one_transport = false;
         }
-        if (route[i] < 0 || route[i] != route[0]) one_transport = false;
     }
 
     // One submission per transport, in transports_ order. The common case,
     // every request on one transport, passes the caller's list as is.
     std::vector<Request> requests;
     std::vector<size_t> positions;
-    for (size_t t = 0; t < transports_.size(); ++t) {
+    for (Loaded& loaded : transports_) {
+        Transport* transport = loaded.transport.get();
         const std::vector<Request>* list = &request_list;
         if (one_transport) {
-            if (route.empty() || route[0] != static_cast<int>(t)) continue;
+            if (transport != first) continue;
         } else {
             requests.clear();
             positions.clear();
-            for (size_t i = 0; i < route.size(); ++i) {
-                if (route[i] != static_cast<int>(t)) continue;
+            for (size_t i = 0; i < request_list.size(); ++i) {
+                if (refs[i].transport != transport) continue;
                 requests.push_back(request_list[i]);
                 positions.push_back(i);
             }
             if (requests.empty()) continue;
             list = &requests;
         }
-        Loaded& loaded = transports_[t];
-        Transport* transport = loaded.transport.get();
         Status s;
         Transport::SubBatchRef sub = batch->subOf(transport, s);
         size_t sub_base = 0;
@@ -267,18 +282,20 @@ Status TransferEngineImpl::submitTransfer(
             sub_base = sub->size();
             s = transport->submitTransferTasks(sub, *list);
         }
+        for (size_t k = 0; k < list->size(); ++k) {
+            Batch::TaskRef& ref = refs[one_transport ? k : positions[k]];
+            if (!s.ok()) {
+                // Unrouted, so it reads FAILED.
+                ref.transport = nullptr;
+                continue;
+            }
+            ref.sub = sub;
+            ref.sub_task = static_cast<int>(sub_base + k);
+        }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
                          << loaded.entry->name << " rejected " << list->size()
                          << " request(s): " << s.message();
-            continue;  // their TaskRefs stay unrouted, so they read FAILED
-        }
-        for (size_t k = 0; k < list->size(); ++k) {
-            size_t i = one_transport ? k : positions[k];
-            Batch::TaskRef& ref = batch->tasks[base + i];
-            ref.transport = transport;
-            ref.sub = sub;
-            ref.sub_task = static_cast<int>(sub_base + k);
         }
     }
     return Status::OK();
