@@ -5,6 +5,7 @@
 // and the others' tasks are issued as soon as their peers are ready.
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <typeinfo>
 #include <utility>
 #include <vector>
@@ -43,13 +44,7 @@ size_t hashOf(SegmentID target, size_t mask) {
 }  // namespace
 
 MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
-    : tasks(capacity),
-      generation(generation),
-      next_task(capacity, kNoTask),
-      slot_index(hashSlotCount(capacity), -1) {
-    // Enough for a submission to name 64 targets without growing.
-    slots.reserve(capacity < 64 ? capacity : 64);
-}
+    : tasks(capacity), generation(generation), next_task(capacity, kNoTask) {}
 
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     batch = new MpcommSubBatch(max_size, generation_.load());
@@ -93,16 +88,38 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
 // The slot of `target` in this submission, made (and its peer resolved)
 // on first sight. Batches may name many targets, so a hash, not a scan.
 size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
-    const size_t mask = sub.slot_index.size() - 1;
-    size_t pos = hashOf(target, mask);
-    for (;; pos = (pos + 1) & mask) {
-        int32_t index = sub.slot_index[pos];
-        if (index < 0) break;
-        if (sub.slots[index].target == target) return index;
+    std::vector<MpcommSubmitSlot>& slots = sub.slots;
+    if (!sub.hashed) {
+        for (size_t i = 0; i < slots.size(); ++i) {
+            if (slots[i].target == target) return i;
+        }
+        if (slots.size() == MpcommSubBatch::kLinearSlots) {
+            // Many targets: index the slots so far, and hash from now on.
+            if (sub.slot_index.empty()) {
+                sub.slot_index.assign(hashSlotCount(sub.capacity()), -1);
+            }
+            sub.hashed = true;
+            for (size_t i = 0; i < slots.size(); ++i) {
+                const size_t mask = sub.slot_index.size() - 1;
+                size_t pos = hashOf(slots[i].target, mask);
+                while (sub.slot_index[pos] >= 0) pos = (pos + 1) & mask;
+                sub.slot_index[pos] = static_cast<int32_t>(i);
+                slots[i].hash_pos = pos;
+            }
+        }
     }
-    size_t index = sub.slots.size();
-    sub.slot_index[pos] = static_cast<int32_t>(index);
-    MpcommSubmitSlot& slot = sub.slots.emplace_back();
+    size_t pos = 0;
+    if (sub.hashed) {
+        const size_t mask = sub.slot_index.size() - 1;
+        for (pos = hashOf(target, mask);; pos = (pos + 1) & mask) {
+            int32_t index = sub.slot_index[pos];
+            if (index < 0) break;
+            if (slots[index].target == target) return index;
+        }
+        sub.slot_index[pos] = static_cast<int32_t>(slots.size());
+    }
+    size_t index = slots.size();
+    MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
     slot.status = resolvePeer(target, slot.peer);
@@ -140,6 +157,11 @@ Status MpcommTransport::submitTransferTasks(
     // Group the tasks by target: one resolution and one readiness check
     // per distinct target, each slot's tasks chained in submission order.
     std::vector<MpcommSubmitSlot>& slots = sub->slots;
+    if (slots.capacity() == 0) {
+        // Once per sub-batch; most submissions name few targets.
+        slots.reserve(std::min<size_t>(request_list.size(),
+                                       MpcommSubBatch::kLinearSlots));
+    }
     size_t last_slot = kNoTask;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const size_t index = used + i;
@@ -178,8 +200,11 @@ Status MpcommTransport::submitTransferTasks(
 
     // Leaves the scratch empty for the next submission; the slots' memory
     // stays.
-    for (const MpcommSubmitSlot& slot : slots) {
-        sub->slot_index[slot.hash_pos] = -1;
+    if (sub->hashed) {
+        for (const MpcommSubmitSlot& slot : slots) {
+            sub->slot_index[slot.hash_pos] = -1;
+        }
+        sub->hashed = false;
     }
     slots.clear();
     // Publishes the filled tasks to pollers.

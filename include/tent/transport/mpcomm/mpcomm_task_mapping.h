@@ -53,7 +53,7 @@ struct MpcommSubmitSlot {
     // MpcommSubBatch::next_task.
     size_t first = static_cast<size_t>(-1);
     size_t last = static_cast<size_t>(-1);
-    size_t hash_pos = 0;  // where slot_index holds this slot
+    size_t hash_pos = 0;  // where slot_index holds this slot, if hashed
 };
 
 // A fixed-capacity slice of a user batch. Tasks are appended under
@@ -73,14 +73,18 @@ struct MpcommSubBatch final : Transport::SubBatch {
     // mean nothing to a later installation.
     const uint64_t generation;
 
-    // Scratch of submitTransferTasks(), guarded by submit_mu and sized at
-    // allocation (the slots grow once to the most targets one submission
-    // names), so that a submission allocates nothing.
+    // Scratch of submitTransferTasks(), guarded by submit_mu. It grows on
+    // the first submissions to what they need and keeps its memory, so
+    // later submissions allocate nothing.
     std::vector<MpcommSubmitSlot> slots;
     // Per task: the next task of the same slot in this submission.
     std::vector<size_t> next_task;
-    // Open-addressed target -> slot index (-1 empty); a power of two of at
-    // least twice the capacity, and all -1 between submissions.
+    // Up to kLinearSlots targets a submission finds its slots by a scan;
+    // beyond, through slot_index: open-addressed target -> slot index (-1
+    // empty), a power of two of at least twice the capacity, allocated on
+    // first need and all -1 between submissions.
+    static constexpr size_t kLinearSlots = 8;
+    bool hashed = false;
     std::vector<int32_t> slot_index;
 };
 
