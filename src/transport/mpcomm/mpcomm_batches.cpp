@@ -86,7 +86,8 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
 }
 
 // The slot of `target` in this submission, made (and its peer resolved)
-// on first sight. Batches may name many targets, so a hash, not a scan.
+// on first sight. A scan while the submission has named few targets; past
+// kLinearSlots, a hash, so that a batch over many peers stays linear.
 size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
     std::vector<MpcommSubmitSlot>& slots = sub.slots;
     if (!sub.hashed) {
