@@ -1,33 +1,43 @@
-// tent_transport_overhead: the CPU time MpcommTransport adds to each request
-// on top of the provider, measured against a provider that costs nothing.
+// tent_transport_overhead: the CPU time MpcommTransport, and the engine in
+// front of it, add to each request on top of the provider, measured
+// against a provider that costs nothing.
 //
-// BM_TransportWrite drives one WRITE per iteration through the public
-// Transport API (allocateSubBatch, submitTransferTasks, getTransferStatus
-// until COMPLETED, freeSubBatch) of an installed MpcommTransport whose
-// adapter completes every transfer the moment it is posted. The peers are
-// SegmentManagers in this process, so descriptor look-ups, the peer cache
-// and the task mapping all run as in production while nothing touches a
-// socket. Arguments: how many buffers each peer publishes (the transport
-// looks at them on every request) and how many peers the requests rotate
-// over.
+// One iteration is one batch of `batch` WRITEs of 64 KiB: allocate a
+// (sub-)batch of that capacity, submit every request in one call, poll
+// each task until COMPLETED, free the (sub-)batch. The per_request counter
+// is the CPU time of an iteration divided by `batch`, so the allocation and
+// the free are counted, once per batch: whole at batch 1, a 64th at batch
+// 64. BM_TransportSubBatch times that allocate + free alone.
 //
-// BM_AdapterDirect makes the adapter calls a request needs (putAsync,
-// isTransferComplete, getTransferResult, releaseTransfer) directly, so the
-// difference between the two is the transport's own share.
+// BM_TransportWrite drives an installed MpcommTransport through the public
+// Transport API; its adapter completes every transfer the moment it is
+// posted. The peers are SegmentManagers in this process, so descriptor
+// look-ups, the peer cache and the task mapping all run as in production
+// while nothing touches a socket. Arguments: how many buffers each peer
+// publishes, how many peers the requests rotate over, the batch size.
 //
-// TransferEngine::submitTransfer is not measured here: the engine builds
-// its transports from a static table with the default (libmpcomm or stub)
-// adapter, so it cannot run over an injected one without real networking.
+// BM_EngineWrite does the same through TransferEngine (allocateBatch,
+// submitTransfer, getTransferStatus per task, freeBatch), with the same
+// instant adapter injected by setTransportFactoryOverride(). The peers are
+// TransferEngines in this process, opened over the loopback metadata RPC
+// before timing; the requests carry transport_hint=MPCOMM, as in
+// BM_TransportWrite.
 //
-// Only the Transport API and MpcommTransport's adapter constructor are
-// used, so the benchmark keeps compiling while the transport's internals
-// change.
+// BM_AdapterDirect makes the adapter calls of the same requests (putAsync,
+// then isTransferComplete, getTransferResult, releaseTransfer per
+// transfer) directly, so the difference is the transport's own share.
+//
+// Only public APIs are used (Transport, TransferEngine, the MpcommTransport
+// adapter constructor), so the benchmark keeps compiling while the
+// internals change.
 #include <benchmark/benchmark.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +49,8 @@
 #include "tent/runtime/control_plane.h"
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/topology.h"
+#include "tent/runtime/transport.h"
+#include "tent/transfer_engine.h"
 #include "tent/transport/mpcomm/mpcomm_adapter.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
@@ -138,9 +150,39 @@ class InProcessFetcher : public SegmentFetcher {
 };
 
 constexpr uint64_t kBlock = 64 << 10;
-// Where the fake peer buffers start; never dereferenced, the adapter does
-// not move bytes.
+// Where the fake peer buffers of BM_TransportWrite start; never
+// dereferenced, the adapter does not move bytes.
 constexpr uint64_t kPeerBase = 0x7f0000000000ull;
+// The source of every WRITE; the instant adapter never reads it.
+char g_local_data[kBlock];
+
+// Request i goes to peer i % peers and, on that peer, to buffer
+// (i / peers) % buffers: every published buffer is a target and no peer
+// stays hot. Cut into the request lists of consecutive batches, built
+// before timing so that the loop allocates nothing of its own.
+std::vector<std::vector<Request>> batchesOf(
+    int buffers, int peers, int batch,
+    const std::function<Request(size_t peer, size_t buffer)>& make) {
+    const size_t total = static_cast<size_t>(buffers) * peers;
+    const size_t count =
+        total < static_cast<size_t>(batch) ? 1 : (total + batch - 1) / batch;
+    std::vector<std::vector<Request>> out(count);
+    size_t i = 0;
+    for (auto& requests : out) {
+        for (int k = 0; k < batch; ++k, ++i) {
+            requests.push_back(make(i % peers, (i / peers) % buffers));
+        }
+    }
+    return out;
+}
+
+// Counts per-request CPU time: iteration time divided by the batch size.
+void reportPerRequest(benchmark::State& state, int batch) {
+    state.SetItemsProcessed(state.iterations() * batch);
+    state.counters["per_request"] = benchmark::Counter(
+        batch, benchmark::Counter::kIsIterationInvariantRate |
+                   benchmark::Counter::kInvert);
+}
 
 // An installed MpcommTransport over InstantMpcommAdapter, with `peers`
 // opened segments that each publish `buffers` buffers of kBlock bytes.
@@ -150,7 +192,7 @@ struct World {
         std::string name;
     };
 
-    World(int buffers, int peers) : buffers(buffers) {
+    World(int buffers, int peers) {
         fetcher = std::make_shared<InProcessFetcher>();
         std::string local_name = "127.0.0.1:15999";
         local_sm = std::make_shared<SegmentManager>(local_name, fetcher);
@@ -180,8 +222,8 @@ struct World {
             peer_managers.push_back(sm);
             this->peers.push_back({0, ip + ":16000"});
         }
-        adapter = std::make_shared<InstantMpcommAdapter>();
-        transport = std::make_unique<MpcommTransport>(adapter);
+        transport = std::make_unique<MpcommTransport>(
+            std::make_shared<InstantMpcommAdapter>());
         Status s = transport->install(
             local_name, std::make_shared<ControlService>(local_sm),
             std::make_shared<Topology>(), std::make_shared<Config>());
@@ -199,7 +241,7 @@ struct World {
         // Connects to every peer and fetches its keys, so that the timed
         // loop measures the steady state only.
         for (size_t p = 0; p < this->peers.size() && error.empty(); ++p) {
-            error = writeOnce(p, 0);
+            error = runBatch({request(p, 0)});
         }
     }
 
@@ -207,10 +249,10 @@ struct World {
         if (transport) transport->uninstall();
     }
 
-    Request request(size_t peer, size_t buffer) {
+    Request request(size_t peer, size_t buffer) const {
         Request r;
         r.opcode = Request::WRITE;
-        r.source = local_data;
+        r.source = g_local_data;
         r.target_id = peers[peer].id;
         r.target_offset = kPeerBase + buffer * kBlock;
         r.length = kBlock;
@@ -218,16 +260,20 @@ struct World {
         return r;
     }
 
-    // One request through the Transport API; "" on success.
-    std::string writeOnce(size_t peer, size_t buffer) {
-        std::vector<Request> requests{request(peer, buffer)};
+    // One batch through the Transport API; "" on success.
+    std::string runBatch(const std::vector<Request>& requests) {
         Transport::SubBatchRef batch = nullptr;
-        Status s = transport->allocateSubBatch(batch, 1);
+        Status s = transport->allocateSubBatch(batch, requests.size());
         if (s.ok()) s = transport->submitTransferTasks(batch, requests);
         TransferStatus status;
-        status.s = PENDING;
-        while (s.ok() && status.s == PENDING) {
-            s = transport->getTransferStatus(batch, 0, status);
+        status.s = COMPLETED;
+        for (size_t t = 0;
+             s.ok() && status.s == COMPLETED && t < requests.size(); ++t) {
+            status.s = PENDING;
+            while (s.ok() && status.s == PENDING) {
+                s = transport->getTransferStatus(batch, static_cast<int>(t),
+                                                 status);
+            }
         }
         if (batch != nullptr) transport->freeSubBatch(batch);
         if (!s.ok()) return s.ToString();
@@ -238,16 +284,12 @@ struct World {
         return "";
     }
 
-    int buffers;
     std::string error;
     std::shared_ptr<InProcessFetcher> fetcher;
     std::shared_ptr<SegmentManager> local_sm;
     std::vector<std::shared_ptr<SegmentManager>> peer_managers;
     std::vector<Peer> peers;
-    std::shared_ptr<InstantMpcommAdapter> adapter;
     std::unique_ptr<MpcommTransport> transport;
-    // The source of every WRITE; the instant adapter never reads it.
-    char local_data[kBlock] = {};
 };
 
 // Google Benchmark calls a benchmark function several times while it sizes
@@ -267,30 +309,205 @@ World& worldFor(int buffers, int peers) {
 void BM_TransportWrite(benchmark::State& state) {
     const int buffers = static_cast<int>(state.range(0));
     const int peers = static_cast<int>(state.range(1));
+    const int batch = static_cast<int>(state.range(2));
     World& world = worldFor(buffers, peers);
     if (!world.error.empty()) {
         state.SkipWithError(world.error.c_str());
         return;
     }
-    // Requests rotate over the peers and, per peer, over its buffers, so
-    // every published buffer is a target and no peer stays hot.
+    auto batches = batchesOf(buffers, peers, batch, [&](size_t p, size_t b) {
+        return world.request(p, b);
+    });
     size_t i = 0;
     std::string error;
     for (auto _ : state) {
-        error = world.writeOnce(i % peers, (i / peers) % buffers);
+        error = world.runBatch(batches[i]);
         if (!error.empty()) break;
-        ++i;
+        if (++i == batches.size()) i = 0;
     }
     if (!error.empty()) state.SkipWithError(error.c_str());
-    state.SetItemsProcessed(state.iterations());
+    reportPerRequest(state, batch);
 }
 BENCHMARK(BM_TransportWrite)
-    ->ArgNames({"buffers", "peers"})
-    ->ArgsProduct({{1, 64, 1024}, {1, 64}})
+    ->ArgNames({"buffers", "peers", "batch"})
+    ->ArgsProduct({{1, 64, 1024}, {1, 64}, {1, 64}})
+    ->Unit(benchmark::kNanosecond);
+
+// allocateSubBatch + freeSubBatch alone, the part of BM_TransportWrite
+// that is per batch rather than per request.
+void BM_TransportSubBatch(benchmark::State& state) {
+    const size_t batch = static_cast<size_t>(state.range(0));
+    World& world = worldFor(1, 1);
+    if (!world.error.empty()) {
+        state.SkipWithError(world.error.c_str());
+        return;
+    }
+    for (auto _ : state) {
+        Transport::SubBatchRef sub = nullptr;
+        world.transport->allocateSubBatch(sub, batch);
+        benchmark::DoNotOptimize(sub);
+        world.transport->freeSubBatch(sub);
+    }
+}
+BENCHMARK(BM_TransportSubBatch)
+    ->ArgName("batch")
+    ->Arg(1)
+    ->Arg(64)
+    ->Unit(benchmark::kNanosecond);
+
+// A TransferEngine whose MPComm transport runs over InstantMpcommAdapter,
+// and `peers` more in this process, each registering the same `buffers`
+// blocks of kBlock bytes (one untouched allocation: nothing is copied).
+struct EngineWorld {
+    EngineWorld(int buffers, int peers) {
+        setTransportFactoryOverride(MPCOMM, [] {
+            return std::make_unique<MpcommTransport>(
+                std::make_shared<InstantMpcommAdapter>());
+        });
+        pool_size = static_cast<size_t>(buffers) * kBlock;
+        pool = std::aligned_alloc(4096, pool_size);
+        std::vector<void*> addrs;
+        std::vector<size_t> sizes;
+        for (int b = 0; b < buffers; ++b) {
+            addrs.push_back(static_cast<char*>(pool) + b * kBlock);
+            sizes.push_back(kBlock);
+        }
+        for (int p = 0; p < peers && error.empty(); ++p) {
+            auto engine = std::make_unique<TransferEngine>(config());
+            error = check(*engine, "peer engine");
+            if (!error.empty()) break;
+            Status s = engine->registerLocalMemory(addrs, sizes);
+            if (!s.ok()) error = "registerLocalMemory: " + s.ToString();
+            peer_engines.push_back(std::move(engine));
+        }
+        if (error.empty()) {
+            local = std::make_unique<TransferEngine>(config());
+            error = check(*local, "local engine");
+        }
+        for (size_t p = 0; p < peer_engines.size() && error.empty(); ++p) {
+            SegmentID id = 0;
+            std::string name = peer_engines[p]->getSegmentName();
+            Status s = local->openSegment(id, name);
+            if (!s.ok()) error = "openSegment(" + name + "): " + s.ToString();
+            peer_ids.push_back(id);
+        }
+        for (size_t p = 0; p < peer_ids.size() && error.empty(); ++p) {
+            error = runBatch({request(p, 0)});
+        }
+    }
+
+    ~EngineWorld() {
+        local.reset();
+        peer_engines.clear();
+        std::free(pool);
+        setTransportFactoryOverride(MPCOMM, nullptr);
+    }
+
+    static std::shared_ptr<Config> config() {
+        auto conf = std::make_shared<Config>();
+        conf->set("rpc_server_hostname", "127.0.0.1");
+        conf->set("transports/tcp/enable", false);
+        conf->set("transports/mpcomm/enable", true);
+        return conf;
+    }
+
+    static std::string check(TransferEngine& engine, const char* what) {
+        if (!engine.available()) return std::string(what) + " unavailable";
+        for (const std::string& name : engine.getSupportedTransports()) {
+            if (name == "mpcomm") return "";
+        }
+        return std::string(what) + " has no mpcomm transport";
+    }
+
+    Request request(size_t peer, size_t buffer) const {
+        Request r;
+        r.opcode = Request::WRITE;
+        r.source = g_local_data;
+        r.target_id = peer_ids[peer];
+        r.target_offset = reinterpret_cast<uint64_t>(pool) + buffer * kBlock;
+        r.length = kBlock;
+        r.transport_hint = MPCOMM;
+        return r;
+    }
+
+    // One batch through the engine API; "" on success.
+    std::string runBatch(const std::vector<Request>& requests) {
+        BatchID id = local->allocateBatch(requests.size());
+        if (id == 0) return "allocateBatch failed";
+        Status s = local->submitTransfer(id, requests);
+        TransferStatus status;
+        status.s = COMPLETED;
+        for (size_t t = 0;
+             s.ok() && status.s == COMPLETED && t < requests.size(); ++t) {
+            status.s = PENDING;
+            while (s.ok() && status.s == PENDING) {
+                s = local->getTransferStatus(id, t, status);
+            }
+        }
+        Status freed = local->freeBatch(id);
+        if (!s.ok()) return s.ToString();
+        if (!freed.ok()) return freed.ToString();
+        if (status.s != COMPLETED) {
+            return std::string("transfer ended ") +
+                   transferStatusName(status.s);
+        }
+        return "";
+    }
+
+    std::string error;
+    void* pool = nullptr;
+    size_t pool_size = 0;
+    std::vector<std::unique_ptr<TransferEngine>> peer_engines;
+    std::unique_ptr<TransferEngine> local;
+    std::vector<SegmentID> peer_ids;
+};
+
+// One engine world at a time: each peer engine runs an RPC server, and
+// the cases of one world run one after the other.
+std::unique_ptr<EngineWorld>& engineWorld() {
+    static std::unique_ptr<EngineWorld> world;
+    return world;
+}
+std::pair<int, int>& engineWorldKey() {
+    static std::pair<int, int> key{0, 0};
+    return key;
+}
+
+void BM_EngineWrite(benchmark::State& state) {
+    const int buffers = static_cast<int>(state.range(0));
+    const int peers = static_cast<int>(state.range(1));
+    const int batch = static_cast<int>(state.range(2));
+    if (!engineWorld() || engineWorldKey() != std::make_pair(buffers, peers)) {
+        engineWorld().reset();
+        engineWorld() = std::make_unique<EngineWorld>(buffers, peers);
+        engineWorldKey() = {buffers, peers};
+    }
+    EngineWorld& world = *engineWorld();
+    if (!world.error.empty()) {
+        state.SkipWithError(world.error.c_str());
+        return;
+    }
+    auto batches = batchesOf(buffers, peers, batch, [&](size_t p, size_t b) {
+        return world.request(p, b);
+    });
+    size_t i = 0;
+    std::string error;
+    for (auto _ : state) {
+        error = world.runBatch(batches[i]);
+        if (!error.empty()) break;
+        if (++i == batches.size()) i = 0;
+    }
+    if (!error.empty()) state.SkipWithError(error.c_str());
+    reportPerRequest(state, batch);
+}
+BENCHMARK(BM_EngineWrite)
+    ->ArgNames({"buffers", "peers", "batch"})
+    ->ArgsProduct({{1, 64, 1024}, {1, 64}, {1, 64}})
     ->Unit(benchmark::kNanosecond);
 
 void BM_AdapterDirect(benchmark::State& state) {
     const int peers = static_cast<int>(state.range(0));
+    const int batch = static_cast<int>(state.range(1));
     auto owned = std::make_shared<InstantMpcommAdapter>();
     // Called through the base class, as the transport calls it; hiding the
     // pointer keeps the compiler from devirtualising and inlining the calls.
@@ -300,27 +517,30 @@ void BM_AdapterDirect(benchmark::State& state) {
     for (int p = 0; p < peers; ++p) {
         hosts.push_back("10.1.0." + std::to_string(p + 1) + ":16000");
     }
-    static char local_data[kBlock];
+    std::vector<MpcommTransferHandle> handles(batch);
     size_t i = 0;
     bool ok = true;
     for (auto _ : state) {
-        MpcommTransferHandle handle =
-            adapter->putAsync(reinterpret_cast<uintptr_t>(local_data),
-                              hosts[i % peers], kPeerBase, kBlock);
-        while (!adapter->isTransferComplete(handle)) {
+        for (int k = 0; k < batch; ++k, ++i) {
+            handles[k] =
+                adapter->putAsync(reinterpret_cast<uintptr_t>(g_local_data),
+                                  hosts[i % peers], kPeerBase, kBlock);
         }
-        MpcommTransferOutcome outcome = adapter->getTransferResult(handle);
-        adapter->releaseTransfer(handle);
-        ok = ok && outcome.ok && outcome.bytes_transferred == kBlock;
-        ++i;
+        for (int k = 0; k < batch; ++k) {
+            while (!adapter->isTransferComplete(handles[k])) {
+            }
+            MpcommTransferOutcome outcome =
+                adapter->getTransferResult(handles[k]);
+            adapter->releaseTransfer(handles[k]);
+            ok = ok && outcome.ok && outcome.bytes_transferred == kBlock;
+        }
     }
     if (!ok) state.SkipWithError("the instant adapter reported a failure");
-    state.SetItemsProcessed(state.iterations());
+    reportPerRequest(state, batch);
 }
 BENCHMARK(BM_AdapterDirect)
-    ->ArgName("peers")
-    ->Arg(1)
-    ->Arg(64)
+    ->ArgNames({"peers", "batch"})
+    ->ArgsProduct({{1, 64}, {1, 64}})
     ->Unit(benchmark::kNanosecond);
 
 }  // namespace
@@ -338,6 +558,7 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks();
     // Uninstalls the transports while glog and the runtime are still up.
     mooncake::tent::bench::worlds().clear();
+    mooncake::tent::bench::engineWorld().reset();
     benchmark::Shutdown();
     return 0;
 }

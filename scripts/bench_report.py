@@ -89,10 +89,16 @@ def load_overhead(raw):
             continue
         args = dict(re.findall(r"(\w+):(\d+)", b["name"]))
         scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b["time_unit"]]
+        # An iteration is a batch; per_request (seconds, CPU) divides it by
+        # the batch size. Cases without it time one operation.
+        per_request = b.get("per_request")
+        ns = (per_request * 1e9 if per_request is not None
+              else b["cpu_time"] * scale)
         out.append({"name": b["name"].split("/")[0],
                     "buffers": int(args.get("buffers", 0)),
                     "peers": int(args.get("peers", 0)),
-                    "ns_per_request": b["cpu_time"] * scale})
+                    "batch": int(args.get("batch", 1)),
+                    "ns_per_request": ns})
     return out
 
 
@@ -216,8 +222,9 @@ def main():
     lines.append("")
     lines.append("tent_transport_overhead (CPU ns per request):")
     for o in overhead:
-        lines.append("  %-18s buffers=%-5s peers=%-3d %12.1f" % (
-            o["name"], o["buffers"] or "-", o["peers"], o["ns_per_request"]))
+        lines.append("  %-20s buffers=%-5s peers=%-3s batch=%-3d %12.1f" % (
+            o["name"], o["buffers"] or "-", o["peers"] or "-", o["batch"],
+            o["ns_per_request"]))
     png = plot(args.out, rows, memcpy, iperf3, ucx)
     lines.append("")
     lines.append("plot: %s" % png)

@@ -172,6 +172,43 @@ TEST(TransportTableTest, RowsFollowTheSupportedOrder) {
     }
 }
 
+TEST(TransportTableTest, AFactoryOverrideBuildsTheRowUntilRemoved) {
+    ScopedTentConf no_env(nullptr);
+    int built = 0;
+    setTransportFactoryOverride(TCP, [&built] {
+        ++built;
+        return transportTable()[0].factory();
+    });
+    {
+        auto conf = std::make_shared<Config>();
+        conf->set("rpc_server_hostname", "127.0.0.1");
+        conf->set("transports/mpcomm/enable", false);
+        TransferEngine engine(conf);
+        ASSERT_TRUE(engine.available());
+        EXPECT_EQ(engine.getSupportedTransports(),
+                  std::vector<std::string>{"tcp"});
+    }
+    EXPECT_EQ(built, 1);
+    // The row's gate still applies to an overridden row.
+    {
+        auto conf = std::make_shared<Config>();
+        conf->set("rpc_server_hostname", "127.0.0.1");
+        conf->set("transports/tcp/enable", false);
+        conf->set("transports/mpcomm/enable", false);
+        TransferEngine engine(conf);
+    }
+    EXPECT_EQ(built, 1);
+    setTransportFactoryOverride(TCP, nullptr);
+    {
+        auto conf = std::make_shared<Config>();
+        conf->set("rpc_server_hostname", "127.0.0.1");
+        conf->set("transports/mpcomm/enable", false);
+        TransferEngine engine(conf);
+        ASSERT_TRUE(engine.available());
+    }
+    EXPECT_EQ(built, 1);
+}
+
 class EngineTest : public ::testing::Test {
  protected:
     ScopedTentConf no_env_{nullptr};

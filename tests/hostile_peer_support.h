@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net/socket_io.h"
 
@@ -149,6 +151,59 @@ inline std::string randomBytes(std::mt19937_64& rng, size_t n) {
     std::string s(n, '\0');
     for (char& c : s) c = static_cast<char>(rng());
     return s;
+}
+
+// A client that sends `bytes` one at a time, one per `interval`, on its
+// own thread: the pace is the abuse under test, not a synchronisation. It
+// stops at the first failed send (the server cut it off) or when
+// destroyed.
+class Trickler {
+ public:
+    Trickler(int fd, std::string bytes, std::chrono::milliseconds interval)
+        : fd_(fd),
+          bytes_(std::move(bytes)),
+          interval_(interval),
+          thread_([this] { run(); }) {}
+    ~Trickler() { stop(); }
+    void stop() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+    }
+    size_t sent() const { return sent_.load(); }
+
+ private:
+    void run() {
+        for (char c : bytes_) {
+            if (stop_.load() || ::send(fd_, &c, 1, MSG_NOSIGNAL) != 1) return;
+            ++sent_;
+            std::this_thread::sleep_for(interval_);
+        }
+    }
+
+    const int fd_;
+    const std::string bytes_;
+    const std::chrono::milliseconds interval_;
+    std::atomic<bool> stop_{false};
+    std::atomic<size_t> sent_{0};
+    std::thread thread_;  // last: starts once the rest is constructed
+};
+
+// Opens `count` connections that never send a byte, while `client` keeps
+// being served, and checks that every one of them ends (evicted for a
+// newcomer or closed at the idle deadline) and that the client is still
+// served afterwards.
+inline void floodWithIdleConnections(uint16_t port, int count,
+                                     WellBehavedClient& client) {
+    std::vector<int> idle;
+    for (int i = 0; i < count; ++i) idle.push_back(rawConnect(port));
+    ASSERT_TRUE(client.waitForMore(5));
+    for (int fd : idle) {
+        bool closed = false;
+        drainUntilClosed(fd, closed);
+        EXPECT_TRUE(closed);
+        ::close(fd);
+    }
+    ASSERT_TRUE(client.waitForMore(3));
 }
 
 }  // namespace mooncake::tent::testing

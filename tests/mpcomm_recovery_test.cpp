@@ -14,10 +14,13 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "log_capture.h"
@@ -51,6 +54,9 @@ int basePort() {
 // keeps its segment name) and MPComm port. It serves one kBufferSize buffer
 // with pattern seed 7 and obeys commands on a pipe: "rereg" unregisters and
 // registers the buffer again at the same address; EOF exits.
+// argv[1] of the exec'd target child (see TargetProcess::start).
+constexpr char kTargetFlag[] = "--recovery-target";
+
 class TargetProcess {
  public:
     bool start(int rpc_port, int mpcomm_port, std::string& name, uint64_t& base,
@@ -66,9 +72,21 @@ class TargetProcess {
             return false;
         }
         if (pid_ == 0) {
+            // The child execs this binary again rather than running the
+            // target in the forked copy: the parent has threads (an
+            // engine, abandoned MPComm instances), and a forked copy of a
+            // threaded process may only call async-signal-safe functions
+            // (TSan refuses to start threads in it). main() below sends
+            // the new image to serveTarget().
             close(report[0]);
             close(command[1]);
-            serve(rpc_port, mpcomm_port, report[1], command[0]);
+            std::string args[] = {
+                std::to_string(rpc_port), std::to_string(mpcomm_port),
+                std::to_string(report[1]), std::to_string(command[0])};
+            execl("/proc/self/exe", "tent_mpcomm_recovery_target", kTargetFlag,
+                  args[0].c_str(), args[1].c_str(), args[2].c_str(),
+                  args[3].c_str(), nullptr);
+            _exit(127);
         }
         close(report[1]);
         close(command[0]);
@@ -88,41 +106,8 @@ class TargetProcess {
         return true;
     }
 
-    // Sends `command` and waits for the target's answer line.
-    std::string ask(const std::string& command) {
-        std::string text = command + "\n", line;
-        if (write(command_fd_, text.data(), text.size()) !=
-            static_cast<ssize_t>(text.size())) {
-            return "write failed";
-        }
-        if (!readLine(report_fd_, line, Clock::now() + kDeadline)) {
-            return "no answer";
-        }
-        return line;
-    }
-
-    // SIGSTOP/SIGCONT and wait until the child is stopped/continued: kill()
-    // returns before the signal takes effect.
-    void stop() { signalAndWait(SIGSTOP, WUNTRACED); }
-    void resume() { signalAndWait(SIGCONT, WCONTINUED); }
-
-    void killNow() {
-        if (pid_ <= 0) return;
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        pid_ = -1;
-        closeFds();
-    }
-
-    ~TargetProcess() { killNow(); }
-
- private:
-    void signalAndWait(int sig, int option) {
-        kill(pid_, sig);
-        int status = 0;
-        waitpid(pid_, &status, option);
-    }
-
+    // The target's life in the exec'd child: serves the buffer, answers
+    // commands, exits at EOF on the command pipe.
     [[noreturn]] static void serve(int rpc_port, int mpcomm_port, int report_fd,
                                    int command_fd) {
         setenv("MPCOMM_TCP_PORT", std::to_string(mpcomm_port).c_str(), 1);
@@ -158,6 +143,41 @@ class TargetProcess {
             }
         }
         _exit(0);
+    }
+
+    // Sends `command` and waits for the target's answer line.
+    std::string ask(const std::string& command) {
+        std::string text = command + "\n", line;
+        if (write(command_fd_, text.data(), text.size()) !=
+            static_cast<ssize_t>(text.size())) {
+            return "write failed";
+        }
+        if (!readLine(report_fd_, line, Clock::now() + kDeadline)) {
+            return "no answer";
+        }
+        return line;
+    }
+
+    // SIGSTOP/SIGCONT and wait until the child is stopped/continued: kill()
+    // returns before the signal takes effect.
+    void stop() { signalAndWait(SIGSTOP, WUNTRACED); }
+    void resume() { signalAndWait(SIGCONT, WCONTINUED); }
+
+    void killNow() {
+        if (pid_ <= 0) return;
+        kill(pid_, SIGKILL);
+        waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        closeFds();
+    }
+
+    ~TargetProcess() { killNow(); }
+
+ private:
+    void signalAndWait(int sig, int option) {
+        kill(pid_, sig);
+        int status = 0;
+        waitpid(pid_, &status, option);
     }
 
     void closeFds() {
@@ -548,3 +568,17 @@ TEST_F(MpcommRecoveryTest, InstallUninstallInstallWithTheRealProvider) {
 
 }  // namespace
 }  // namespace mooncake::tent::testing
+
+// Either the test binary, or (argv[1] == kTargetFlag) a target child that
+// TargetProcess::start() exec'd: <rpc port> <mpcomm port> <report fd>
+// <command fd>.
+int main(int argc, char** argv) {
+    using mooncake::tent::testing::kTargetFlag;
+    using mooncake::tent::testing::TargetProcess;
+    if (argc == 6 && std::string(argv[1]) == kTargetFlag) {
+        TargetProcess::serve(std::atoi(argv[2]), std::atoi(argv[3]),
+                             std::atoi(argv[4]), std::atoi(argv[5]));
+    }
+    ::testing::InitGoogleTest(&argc, argv);
+    return RUN_ALL_TESTS();
+}

@@ -170,48 +170,25 @@ TEST_F(RpcHostileTest, ATricklingClientIsCutOffAtTheFrameDeadline) {
     int fd = rawConnect(port());
     // Taken before the first byte: the server's frame clock starts after.
     auto started = net::Clock::now();
-    std::atomic<bool> stop{false};
-    std::atomic<size_t> sent{0};
     // One byte every 50 ms: 27 bytes would take 1.35 s against a 300 ms
     // deadline for the whole request.
-    std::thread trickler([&] {
-        for (char c : request) {
-            if (stop.load() || ::send(fd, &c, 1, MSG_NOSIGNAL) != 1) return;
-            ++sent;
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-    });
+    Trickler trickler(fd, request, std::chrono::milliseconds(50));
     bool closed = false;
     std::string answer = drainUntilClosed(fd, closed);
     auto took = net::Clock::now() - started;
-    stop = true;
-    trickler.join();
+    trickler.stop();
     EXPECT_TRUE(closed);
     EXPECT_EQ(answer, "");  // nobody reads an answer to a request never done
-    EXPECT_LT(sent.load(), request.size());
+    EXPECT_LT(trickler.sent(), request.size());
     EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
     ::close(fd);
     ASSERT_TRUE(client_->waitForMore(3));
 }
 
 TEST_F(RpcHostileTest, AFloodOfIdleConnectionsNeitherLocksOutNorLingers) {
-    std::vector<int> idle;
-    for (int i = 0; i < 8 * kMaxConnections; ++i) {
-        idle.push_back(rawConnect(port()));
-    }
     // The server holds at most kMaxConnections at once (plus the client's
-    // own), evicting the longest-idle to admit newcomers; the client is
-    // still served.
-    ASSERT_TRUE(client_->waitForMore(5));
-    // Every flooding connection ends: evicted or closed at the idle
-    // deadline.
-    for (int fd : idle) {
-        bool closed = false;
-        drainUntilClosed(fd, closed);
-        EXPECT_TRUE(closed);
-        ::close(fd);
-    }
-    ASSERT_TRUE(client_->waitForMore(3));
+    // own), evicting the longest-idle to admit newcomers.
+    floodWithIdleConnections(port(), 8 * kMaxConnections, *client_);
 }
 
 }  // namespace

@@ -229,43 +229,23 @@ TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
     ASSERT_TRUE(
         rawSend(fd, header(kMagic, kWrite, base_ + kTargetBytes - kTrickleBytes,
                            kTrickleBytes)));
-    std::atomic<bool> stop{false};
-    std::atomic<int> sent{0};
     // 64 payload bytes at one per 50 ms would take 3.2 s; the deadline
     // for the whole request is 300 ms.
-    std::thread trickler([&] {
-        for (size_t i = 0; i < kTrickleBytes && !stop.load(); ++i) {
-            char c = 't';
-            if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) return;
-            ++sent;
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-    });
+    Trickler trickler(fd, std::string(kTrickleBytes, 't'),
+                      std::chrono::milliseconds(50));
     bool closed = false;
     EXPECT_EQ(drainUntilClosed(fd, closed), "");
     auto took = net::Clock::now() - started;
-    stop = true;
-    trickler.join();
+    trickler.stop();
     EXPECT_TRUE(closed);
-    EXPECT_LT(sent.load(), static_cast<int>(kTrickleBytes));
+    EXPECT_LT(trickler.sent(), kTrickleBytes);
     EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
     ::close(fd);
     ASSERT_TRUE(client_->waitForMore(3));
 }
 
 TEST_F(TcpHostileTest, AFloodOfIdleConnectionsNeitherLocksOutNorLingers) {
-    std::vector<int> idle;
-    for (int i = 0; i < 8 * kMaxConnections; ++i) {
-        idle.push_back(rawConnect(port()));
-    }
-    ASSERT_TRUE(client_->waitForMore(5));
-    for (int fd : idle) {
-        bool closed = false;
-        drainUntilClosed(fd, closed);
-        EXPECT_TRUE(closed);
-        ::close(fd);
-    }
-    ASSERT_TRUE(client_->waitForMore(3));
+    floodWithIdleConnections(port(), 8 * kMaxConnections, *client_);
     net::StreamServer::Stats stats = target_.server().stats();
     EXPECT_GT(stats.evicted + stats.idle_closed,
               static_cast<uint64_t>(7 * kMaxConnections));

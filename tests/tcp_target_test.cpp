@@ -79,16 +79,36 @@ class TcpTargetTest : public ::testing::Test {
     }
 
     // True when the target closed `fd`.
-    static bool closedByTarget(int fd) {
-        char buf[4096];
+    // A peer that never reads: its receive buffer is pinned small, since
+    // the kernel would otherwise grow it (tcp_rmem allows 32 MiB here) and
+    // could take a whole READ without the target ever blocking in send().
+    int connectNonReadingPeer() {
+        int fd = connectPeer();
+        int bytes = 64 << 10;
+        EXPECT_EQ(
+            ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)), 0);
+        return fd;
+    }
+
+    // Reads until the target closes the connection; what it still sends
+    // first is discarded.
+    static ::testing::AssertionResult closedByTarget(int fd) {
+        char buf[64 << 10];
+        uint64_t drained = 0;
         for (;;) {
             size_t got = 0;
             bool closed = false;
             Status s = net::recvAll(fd, buf, sizeof(buf),
                                     net::deadlineIn(kBoundMs), &got, &closed);
-            if (closed) return true;
+            drained += got;
+            if (closed) return ::testing::AssertionSuccess();
             if (!s.ok()) {
-                return s.message() == "recv failed: Connection reset by peer";
+                if (s.message() == "recv failed: Connection reset by peer") {
+                    return ::testing::AssertionSuccess();
+                }
+                return ::testing::AssertionFailure()
+                       << "connection still open after " << drained
+                       << " bytes: " << s.message();
             }
         }
     }
@@ -165,7 +185,7 @@ TEST_F(TcpTargetTest, UnregisterFencesAReadWhoseReaderStalled) {
     BufferDesc desc_a = registerBuffer(a);
     // The peer asks for 16 MiB and never reads: the target blocks in
     // send() once the socket buffers fill.
-    int peer = connectPeer();
+    int peer = connectNonReadingPeer();
     std::string frame = header(kRead, desc_a.addr, a.size());
     ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
                              net::deadlineIn(kBoundMs))

@@ -10,6 +10,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -25,12 +26,14 @@ namespace mooncake::tent {
 struct TransferEngineImpl::Batch {
     struct TaskRef {
         Transport* transport = nullptr;
+        Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
         int sub_task = -1;
     };
 
     explicit Batch(size_t cap) : capacity(cap) {}
     ~Batch() {
-        for (auto& entry : subs) {
+        for (size_t i = 0; i < sub_count; ++i) {
+            auto& entry = subAt(i);
             Status s = entry.first->freeSubBatch(entry.second);
             if (!s.ok()) {
                 LOG(WARNING) << "Transport " << entry.first->getName()
@@ -39,10 +42,40 @@ struct TransferEngineImpl::Batch {
         }
     }
 
+    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
+
+    SubEntry& subAt(size_t i) {
+        return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
+    }
+
+    // The sub-batch of `transport`, allocated on first use; null when the
+    // transport refused to allocate one.
+    Transport::SubBatchRef subOf(Transport* transport, Status& s) {
+        // A batch uses one or two transports: a scan beats a map.
+        for (size_t i = 0; i < sub_count; ++i) {
+            if (subAt(i).first == transport) return subAt(i).second;
+        }
+        Transport::SubBatchRef sub = nullptr;
+        s = transport->allocateSubBatch(sub, capacity);
+        if (!s.ok()) return nullptr;
+        if (sub_count < kInlineSubs) {
+            inline_subs[sub_count] = {transport, sub};
+        } else {
+            more_subs.emplace_back(transport, sub);
+        }
+        ++sub_count;
+        return sub;
+    }
+
     const size_t capacity;
-    std::mutex mu;  // guards tasks, subs and freeing
+    std::mutex mu;  // guards tasks, the sub-batches and freeing
     std::vector<TaskRef> tasks;
-    std::map<Transport*, Transport::SubBatchRef> subs;
+    // The sub-batches, inline for the first two transports so that a
+    // batch allocates nothing for them.
+    static constexpr size_t kInlineSubs = 2;
+    std::array<SubEntry, kInlineSubs> inline_subs{};
+    std::vector<SubEntry> more_subs;
+    size_t sub_count = 0;
     // Set while freeBatch() waits, so no task is submitted meanwhile.
     bool freeing = false;
 };
@@ -89,6 +122,11 @@ BatchID TransferEngineImpl::allocateBatch(size_t batch_size) {
 
 Status TransferEngineImpl::countInFlight(Batch& batch, size_t& in_flight) {
     std::lock_guard<std::mutex> lock(batch.mu);
+    return countInFlightLocked(batch, in_flight);
+}
+
+Status TransferEngineImpl::countInFlightLocked(Batch& batch,
+                                               size_t& in_flight) {
     in_flight = 0;
     for (size_t i = 0; i < batch.tasks.size(); ++i) {
         TransferStatus status;
@@ -104,6 +142,8 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
     std::shared_ptr<Batch> batch;
     CHECK_STATUS(findBatch("freeBatch", batch_id, batch));
+    size_t in_flight = 0;
+    Status s;
     {
         std::lock_guard<std::mutex> lock(batch->mu);
         if (batch->freeing) {
@@ -112,27 +152,31 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
                                            " is already being freed");
         }
         batch->freeing = true;
+        // First count under the same lock: a batch whose tasks are done
+        // takes it once.
+        s = countInFlightLocked(*batch, in_flight);
     }
-    const int wait_ms =
-        conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    size_t in_flight = 0;
-    Status s;
+    // The configuration and the clock are read only when there is
+    // something to wait for: a batch whose tasks are done frees at once.
+    int wait_ms = 0;
+    std::chrono::steady_clock::time_point deadline;
+    if (s.ok() && in_flight > 0) {
+        wait_ms =
+            conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
+        deadline = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(wait_ms);
+    }
     // Transports report completion only when polled, so this polls, with a
     // pause that grows to 1 ms so a long wait does not burn a core.
-    for (int round = 0;; ++round) {
-        s = countInFlight(*batch, in_flight);
-        if (!s.ok() || in_flight == 0 ||
-            std::chrono::steady_clock::now() >= deadline) {
-            break;
-        }
+    for (int round = 0; s.ok() && in_flight > 0; ++round) {
+        if (std::chrono::steady_clock::now() >= deadline) break;
         if (round < 100) {
             std::this_thread::yield();
         } else {
             std::this_thread::sleep_for(
                 std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
         }
+        s = countInFlight(*batch, in_flight);
     }
     if (!s.ok() || in_flight > 0) {
         std::lock_guard<std::mutex> lock(batch->mu);
@@ -176,59 +220,82 @@ Status TransferEngineImpl::submitTransfer(
     }
     batch->tasks.resize(base + request_list.size());
 
-    // Route each request; group by transport so each sub-batch gets one
-    // submission. Keyed by position in transports_ to keep table order.
-    std::map<size_t, std::vector<size_t>> groups;
+    // Route each request: its TaskRef names the chosen transport until the
+    // transport accepts it. Consecutive requests to one segment share a
+    // descriptor look-up.
+    Batch::TaskRef* refs = batch->tasks.data() + base;
+    Transport* first = nullptr;
+    bool one_transport = true;
+    SegmentID last_target = LOCAL_SEGMENT_ID;
+    SegmentDescRef desc;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
-        SegmentDescRef desc;
-        Status s = segments_->getRemoteCached(desc, request.target_id);
-        if (s.ok() && !desc) {
-            s = Status::InvalidArgument("no descriptor for segment id " +
-                                        std::to_string(request.target_id));
+        Status s;
+        if (!desc || request.target_id != last_target) {
+            desc.reset();
+            s = segments_->getRemoteCached(desc, request.target_id);
+            if (s.ok() && !desc) {
+                s = Status::InvalidArgument("no descriptor for segment id " +
+                                            std::to_string(request.target_id));
+            }
+            last_target = request.target_id;
         }
         TransportType chosen = UNSPEC;
         if (s.ok()) s = selector_.select(request, *desc, chosen);
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i
                          << " failed: " << s.message();
+            one_transport = false;
             continue;
         }
-        for (size_t t = 0; t < transports_.size(); ++t) {
-            if (transports_[t].entry->type == chosen) {
-                groups[t].push_back(i);
-                break;
-            }
+        refs[i].transport = transportOf(chosen);
+        if (i == 0) first = refs[i].transport;
+        if (refs[i].transport == nullptr || refs[i].transport != first) {
+            one_transport = false;
         }
     }
 
-    for (auto& group : groups) {
-        Loaded& loaded = transports_[group.first];
+    // One submission per transport, in transports_ order. The common case,
+    // every request on one transport, passes the caller's list as is.
+    std::vector<Request> requests;
+    std::vector<size_t> positions;
+    for (Loaded& loaded : transports_) {
         Transport* transport = loaded.transport.get();
-        Status s;
-        auto sub_it = batch->subs.find(transport);
-        if (sub_it == batch->subs.end()) {
-            Transport::SubBatchRef sub = nullptr;
-            s = transport->allocateSubBatch(sub, batch->capacity);
-            if (s.ok()) sub_it = batch->subs.emplace(transport, sub).first;
+        const std::vector<Request>* list = &request_list;
+        if (one_transport) {
+            if (transport != first) continue;
+        } else {
+            requests.clear();
+            positions.clear();
+            for (size_t i = 0; i < request_list.size(); ++i) {
+                if (refs[i].transport != transport) continue;
+                requests.push_back(request_list[i]);
+                positions.push_back(i);
+            }
+            if (requests.empty()) continue;
+            list = &requests;
         }
-        std::vector<Request> requests;
-        for (size_t i : group.second) requests.push_back(request_list[i]);
+        Status s;
+        Transport::SubBatchRef sub = batch->subOf(transport, s);
         size_t sub_base = 0;
         if (s.ok()) {
-            sub_base = sub_it->second->size();
-            s = transport->submitTransferTasks(sub_it->second, requests);
+            sub_base = sub->size();
+            s = transport->submitTransferTasks(sub, *list);
+        }
+        for (size_t k = 0; k < list->size(); ++k) {
+            Batch::TaskRef& ref = refs[one_transport ? k : positions[k]];
+            if (!s.ok()) {
+                // Unrouted, so it reads FAILED.
+                ref.transport = nullptr;
+                continue;
+            }
+            ref.sub = sub;
+            ref.sub_task = static_cast<int>(sub_base + k);
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
-                         << loaded.entry->name << " rejected "
-                         << requests.size() << " request(s): " << s.message();
-            continue;  // their TaskRefs stay unrouted, so they read FAILED
-        }
-        for (size_t k = 0; k < group.second.size(); ++k) {
-            Batch::TaskRef& ref = batch->tasks[base + group.second[k]];
-            ref.transport = transport;
-            ref.sub_task = static_cast<int>(sub_base + k);
+                         << loaded.entry->name << " rejected " << list->size()
+                         << " request(s): " << s.message();
         }
     }
     return Status::OK();
@@ -243,8 +310,7 @@ Status TransferEngineImpl::taskStatus(Batch& batch, size_t task_id,
         status.transferred_bytes = 0;
         return Status::OK();
     }
-    return ref.transport->getTransferStatus(batch.subs.at(ref.transport),
-                                            ref.sub_task, status);
+    return ref.transport->getTransferStatus(ref.sub, ref.sub_task, status);
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,

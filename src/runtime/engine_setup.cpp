@@ -113,7 +113,7 @@ void TransferEngineImpl::loadTransports() {
         const std::string gate =
             std::string("transports/") + entry.name + "/enable";
         if (!conf_->get(gate, entry.enabled_by_default)) continue;
-        std::unique_ptr<Transport> transport = entry.factory();
+        std::unique_ptr<Transport> transport = buildTransport(entry);
         std::string name = local_segment_name_;
         Status s = transport->install(name, control_, topology_, conf_);
         if (!s.ok()) {

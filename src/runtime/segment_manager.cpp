@@ -1,9 +1,10 @@
 #include "tent/runtime/segment_manager.h"
 
+#include <time.h>
 #include <unistd.h>
 
-#include <map>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 namespace mooncake::tent {
@@ -16,11 +17,25 @@ struct SegmentManager::OpenSegment {
     // thread drops every other thread's cached copy without touching their
     // thread_local storage.
     std::atomic<uint64_t> generation{0};
+    // Set by closeRemote() and by the manager's destructor: thread caches
+    // hold the segment strongly, and this is how they learn to drop it.
+    std::atomic<bool> closed{false};
 };
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The clock of the cache's expiry times: CLOCK_MONOTONIC (steady_clock's
+// clock) at tick resolution, a few times cheaper to read on every hit. A
+// TTL is a staleness bound of seconds; a tick (at most a few ms) does not
+// change what it means, and a TTL of 0 still expires at once.
+Clock::time_point cacheNow() {
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return Clock::time_point(std::chrono::seconds(ts.tv_sec) +
+                             std::chrono::nanoseconds(ts.tv_nsec));
+}
 
 // Process-wide, never reused: a manager created at the address of a
 // destroyed one must not see that one's thread_local entries.
@@ -30,13 +45,22 @@ struct CacheEntry {
     SegmentDescRef desc;
     Clock::time_point expiry;
     uint64_t generation = 0;
-    // Identifies the open segment the entry was filled for; an id that was
-    // closed and is no longer in the manager expires the entry.
-    std::weak_ptr<void> segment;
+    // The open segment the entry was filled for. Held strongly so that a
+    // hit needs neither the manager's lock nor its map: closing the
+    // segment bumps its generation, which expires the entry.
+    std::shared_ptr<SegmentManager::OpenSegment> segment;
+};
+
+struct CacheKeyHash {
+    size_t operator()(const std::pair<uint64_t, SegmentID>& key) const {
+        return std::hash<uint64_t>()(key.first * 0x9e3779b97f4a7c15ull ^
+                                     static_cast<uint64_t>(key.second));
+    }
 };
 
 // Keyed by (instance id, segment id).
-using ThreadCache = std::map<std::pair<uint64_t, SegmentID>, CacheEntry>;
+using ThreadCache = std::unordered_map<std::pair<uint64_t, SegmentID>,
+                                       CacheEntry, CacheKeyHash>;
 
 ThreadCache& threadCache() {
     thread_local ThreadCache cache;
@@ -49,7 +73,7 @@ void pruneThreadCache(ThreadCache& cache) {
     constexpr size_t kPruneThreshold = 256;
     if (cache.size() < kPruneThreshold) return;
     for (auto it = cache.begin(); it != cache.end();) {
-        if (it->second.segment.expired()) {
+        if (it->second.segment->closed.load(std::memory_order_acquire)) {
             it = cache.erase(it);
         } else {
             ++it;
@@ -88,7 +112,13 @@ SegmentManager::SegmentManager(std::string local_segment_name,
     local_ = std::move(initial);
 }
 
-SegmentManager::~SegmentManager() = default;
+SegmentManager::~SegmentManager() {
+    // Lets every thread's cache prune this manager's entries.
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    for (auto& entry : remote_) {
+        entry.second->closed.store(true, std::memory_order_release);
+    }
+}
 
 SegmentDescRef SegmentManager::getLocal() const {
     std::lock_guard<std::mutex> lock(local_mu_);
@@ -164,7 +194,7 @@ Status SegmentManager::openRemote(SegmentID& handle,
     pruneThreadCache(cache);
     CacheEntry& entry = cache[{instance_id_, id}];
     entry.desc = std::move(desc);
-    entry.expiry = Clock::now() + std::chrono::milliseconds(ttl_ms_.load());
+    entry.expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
     entry.generation = seg->generation.load(std::memory_order_acquire);
     entry.segment = seg;
     handle = id;
@@ -181,6 +211,7 @@ Status SegmentManager::closeRemote(SegmentID handle) {
         if (node.empty()) return unknownSegment(handle);
         seg = std::move(node.mapped());
     }
+    seg->closed.store(true, std::memory_order_release);
     seg->generation.fetch_add(1, std::memory_order_acq_rel);
     threadCache().erase({instance_id_, handle});
     return Status::OK();
@@ -191,17 +222,19 @@ Status SegmentManager::getRemoteCached(SegmentDescRef& desc, SegmentID handle) {
         desc = getLocal();
         return Status::OK();
     }
-    std::shared_ptr<OpenSegment> seg;
-    CHECK_STATUS(findRemote(handle, seg));
+    // A hit takes no lock: the entry's segment is the one open under this
+    // id as long as its generation has not moved (ids are never reused,
+    // and closeRemote() bumps it).
     ThreadCache& cache = threadCache();
     auto it = cache.find({instance_id_, handle});
     if (it != cache.end()) {
         const CacheEntry& entry = it->second;
-        bool same_segment = entry.segment.lock() == seg;
-        bool current =
-            entry.generation == seg->generation.load(std::memory_order_acquire);
-        if (same_segment && current && Clock::now() < entry.expiry) {
-            desc = entry.desc;
+        bool current = entry.generation == entry.segment->generation.load(
+                                               std::memory_order_acquire);
+        if (current && cacheNow() < entry.expiry) {
+            // A caller that passes in the descriptor it holds already
+            // (a cache of its own) pays no reference-count traffic.
+            if (desc != entry.desc) desc = entry.desc;
             return Status::OK();
         }
     }
@@ -228,7 +261,7 @@ Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {
     pruneThreadCache(cache);
     CacheEntry& entry = cache[{instance_id_, handle}];
     entry.desc = fetched;
-    entry.expiry = Clock::now() + std::chrono::milliseconds(ttl_ms_.load());
+    entry.expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
     entry.generation = generation;
     entry.segment = seg;
     desc = std::move(fetched);

@@ -98,6 +98,8 @@ class TransferEngineImpl {
     Status taskStatus(Batch& batch, size_t task_id, TransferStatus& status);
     // Tasks of `batch` still PENDING (or INITIAL).
     Status countInFlight(Batch& batch, size_t& in_flight);
+    // The same; the caller holds batch.mu.
+    Status countInFlightLocked(Batch& batch, size_t& in_flight);
 
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.

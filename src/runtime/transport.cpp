@@ -1,6 +1,9 @@
 #include "tent/runtime/transport.h"
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 #include "tent/transport/tcp/tcp_transport.h"
@@ -68,6 +71,42 @@ const std::vector<TransportEntry>& transportTable() {
         {"mpcomm", MPCOMM, kMpcommByDefault, &makeMpcomm},
     };
     return table;
+}
+
+namespace {
+
+struct FactoryOverrides {
+    std::mutex mu;
+    std::map<TransportType, TransportFactory> by_type;
+};
+
+FactoryOverrides& factoryOverrides() {
+    static FactoryOverrides overrides;
+    return overrides;
+}
+
+}  // namespace
+
+void setTransportFactoryOverride(TransportType type, TransportFactory factory) {
+    FactoryOverrides& o = factoryOverrides();
+    std::lock_guard<std::mutex> lock(o.mu);
+    if (factory) {
+        o.by_type[type] = std::move(factory);
+    } else {
+        o.by_type.erase(type);
+    }
+}
+
+std::unique_ptr<Transport> buildTransport(const TransportEntry& entry) {
+    TransportFactory factory;
+    {
+        FactoryOverrides& o = factoryOverrides();
+        std::lock_guard<std::mutex> lock(o.mu);
+        auto it = o.by_type.find(entry.type);
+        if (it != o.by_type.end()) factory = it->second;
+    }
+    // Called outside the lock: a factory may construct anything.
+    return factory ? factory() : entry.factory();
 }
 
 }  // namespace mooncake::tent

@@ -2,7 +2,8 @@
 //
 // It counts calls per method, fails on request (connect_failures = 2 makes
 // the next two connect() calls fail), lets a test decide when and how each
-// transfer completes, records what put/get were asked to do, and flags any
+// transfer completes, records what put/get were asked to do (and, with
+// move_bytes, copies them within this process), and flags any
 // use of a handle after it was released or after shutdown(). Holds make a
 // provider call block until the test releases it: a peer whose handshake
 // never answers, or a teardown that is slow to return.
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -54,6 +56,10 @@ class MockMpcommAdapter : public MpcommAdapter {
     std::atomic<int> issue_failures{0};  // next N put/get return invalid
     // When true every transfer completes at once with full success.
     bool auto_complete = true;
+    // When true put/get copy their bytes at post time, treating the remote
+    // address as memory of this process: tests that must show a recovered
+    // transfer is byte-exact publish a real buffer as the peer's.
+    bool move_bytes = false;
     // Blocks connect() until releaseConnects() (single-flight tests).
     bool hold_connects = false;
     // Runs inside isTransferComplete() before it answers.
@@ -365,6 +371,12 @@ class MockMpcommAdapter : public MpcommAdapter {
             return kInvalidMpcommTransferHandle;
         }
         issue_failures.store(0);
+        if (move_bytes) {
+            auto* remote_bytes = reinterpret_cast<char*>(remote);
+            auto* local_bytes = reinterpret_cast<char*>(local);
+            std::memcpy(is_put ? remote_bytes : local_bytes,
+                        is_put ? local_bytes : remote_bytes, length);
+        }
         MpcommTransferHandle handle = next_handle_++;
         State& state = transfers_[handle];
         state.instance = instance_;

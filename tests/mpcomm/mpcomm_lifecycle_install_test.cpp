@@ -1,11 +1,9 @@
 // The rest of the lifecycle rules through MpcommTransport over the mock
 // adapter: re-install after uninstall, pre-connect on warmupSegment(), byte
-// counts, the advertise address, connect_timeout_ms validation, and a load
-// run that checks no completion or handle release goes missing.
+// counts, the advertise address and connect_timeout_ms validation. The load
+// run is in mpcomm_load_test.cpp.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
 #include <vector>
 
 #include "mpcomm/mpcomm_lifecycle_fixture.h"
@@ -310,61 +308,6 @@ TEST_F(MpcommLifecycleInstall, TheConnectTimeoutDefaultsToTenSeconds) {
         EXPECT_EQ(settings.connect_timeout_ms, good);
     }
     ASSERT_TRUE(install().ok());
-}
-
-// --- load ------------------------------------------------------------------
-
-// 8 threads x 20k requests over the instant mock: every request completes
-// exactly once with its length, and every handle is released exactly once.
-TEST_F(MpcommLifecycleInstall,
-       EightThreadsOfTwentyThousandRequestsLoseNothing) {
-    constexpr int kThreads = 8;
-    constexpr int kPerThread = 20000;
-    constexpr int kBatch = 100;
-    ASSERT_TRUE(install().ok());
-    SegmentID peer = openPeer();
-    std::atomic<int> completed{0};
-    std::atomic<int> wrong{0};
-    auto worker = [&](int id) {
-        std::vector<Request> requests;
-        for (int i = 0; i < kBatch; ++i) {
-            requests.push_back(request(
-                (id + i) % 2 ? Request::READ : Request::WRITE, peer, 8 + i));
-        }
-        for (int sent = 0; sent < kPerThread; sent += kBatch) {
-            Transport::SubBatchRef batch = nullptr;
-            if (!transport_->allocateSubBatch(batch, kBatch).ok() ||
-                !transport_->submitTransferTasks(batch, requests).ok()) {
-                ++wrong;
-                return;
-            }
-            for (int i = 0; i < kBatch; ++i) {
-                TransferStatus status;
-                bool ok = transport_->getTransferStatus(batch, i, status).ok();
-                if (ok && status.s == COMPLETED &&
-                    status.transferred_bytes == requests[i].length) {
-                    ++completed;
-                } else {
-                    ++wrong;
-                }
-            }
-            if (!transport_->freeSubBatch(batch).ok()) ++wrong;
-        }
-    };
-    std::vector<std::thread> threads;
-    for (int id = 0; id < kThreads; ++id) threads.emplace_back(worker, id);
-    for (auto& thread : threads) thread.join();
-
-    constexpr int kTotal = kThreads * kPerThread;
-    EXPECT_EQ(wrong, 0);
-    EXPECT_EQ(completed, kTotal);
-    EXPECT_EQ(adapter_->put_calls + adapter_->get_calls, kTotal);
-    EXPECT_EQ(adapter_->result_calls, kTotal);
-    EXPECT_EQ(adapter_->release_calls, kTotal);
-    EXPECT_EQ(adapter_->handlesNotReleasedOnce(), 0);
-    EXPECT_EQ(adapter_->misuse, 0);
-    // Eight first submissions at once still made one handshake.
-    EXPECT_EQ(adapter_->connectCallsTo(kPeer), 1);
 }
 
 }  // namespace

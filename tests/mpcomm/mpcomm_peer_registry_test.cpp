@@ -35,6 +35,26 @@ class MpcommPeerRegistryTest : public ::testing::Test {
                                 20000);
     }
 
+    // poll() until kReady: the ticket then holds the peer's link (null
+    // when the handshake failed or did not finish in time).
+    std::shared_ptr<const MpcommPeerLink> readyLink(
+        const MpcommPeerView& peer) {
+        MpcommPeerRegistry::Ticket ticket;
+        const auto deadline = Clock::now() + std::chrono::seconds(20);
+        for (;;) {
+            Status error;
+            switch (registry_.poll(peer, ticket, error)) {
+                case MpcommPeerRegistry::Progress::kReady:
+                    return ticket.link();
+                case MpcommPeerRegistry::Progress::kFailed:
+                    return nullptr;
+                case MpcommPeerRegistry::Progress::kWaiting:
+                    break;
+            }
+            if (!registry_.waitForAny({&ticket}, deadline)) return nullptr;
+        }
+    }
+
     std::shared_ptr<MockMpcommAdapter> adapter_ =
         std::make_shared<MockMpcommAdapter>();
     MpcommPeerRegistry registry_{adapter_};
@@ -300,6 +320,37 @@ TEST_F(MpcommPeerRegistryTest, AHandshakeInProgressDoesNotBlockOtherPeers) {
     slow.join();
     EXPECT_EQ(mpcommPeerStateName(MpcommPeerState::CONNECTED_NO_KEYS),
               std::string("CONNECTED_NO_KEYS"));
+}
+
+// The lock-free answer must never say ready where poll() would not.
+TEST_F(MpcommPeerRegistryTest, TheLinkAnswersLikePollWithoutTheLock) {
+    std::shared_ptr<const MpcommPeerLink> link = readyLink(kView);
+    ASSERT_TRUE(link);
+    EXPECT_TRUE(link->readyFor(kView));
+    // An incarnation the caller does not know matches, as in poll().
+    EXPECT_TRUE(link->readyFor(view(kPeer, "10.0.0.2", 14000, 0, 1)));
+    // A higher epoch needs a key query, another incarnation a reconnect:
+    // both are poll()'s.
+    const MpcommPeerView newer = view(kPeer, "10.0.0.2", 14000, 7, 2);
+    const MpcommPeerView restarted = view(kPeer, "10.0.0.2", 14000, 8, 2);
+    EXPECT_FALSE(link->readyFor(newer));
+    EXPECT_FALSE(link->readyFor(restarted));
+    // Once the keys are refreshed the same link is ready for the new
+    // epoch, and still for the old one.
+    ASSERT_TRUE(ensure(newer).ok());
+    EXPECT_TRUE(link->readyFor(newer));
+    EXPECT_TRUE(link->readyFor(kView));
+    // A restart retires the link for good; the new incarnation has its own.
+    std::shared_ptr<const MpcommPeerLink> fresh = readyLink(restarted);
+    ASSERT_TRUE(fresh);
+    EXPECT_NE(fresh, link);
+    EXPECT_FALSE(link->readyFor(newer));
+    EXPECT_FALSE(link->readyFor(restarted));
+    EXPECT_TRUE(fresh->readyFor(restarted));
+    EXPECT_EQ(adapter_->connect_calls, 2);
+    // drain() forgets the peer: no link of it stays ready.
+    registry_.drain(Clock::now() + std::chrono::seconds(20));
+    EXPECT_FALSE(fresh->readyFor(restarted));
 }
 
 }  // namespace

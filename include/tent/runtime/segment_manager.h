@@ -53,7 +53,8 @@ class SegmentManager {
     Status openRemote(SegmentID& handle, const std::string& segment_name);
     Status closeRemote(SegmentID handle);
     // LOCAL_SEGMENT_ID yields getLocal(). The segment's name is the
-    // descriptor's `name`.
+    // descriptor's `name`. `desc` may come in holding a descriptor; it is
+    // left alone when that is still the current one.
     Status getRemoteCached(SegmentDescRef& desc, SegmentID handle);
     // Always fetches and refreshes the calling thread's cache.
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
@@ -61,8 +62,11 @@ class SegmentManager {
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
 
- private:
+    // One open remote segment (opaque; named here only so that the
+    // per-thread descriptor caches can hold it).
     struct OpenSegment;
+
+ private:
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,

@@ -8,6 +8,7 @@
 // NotImplemented naming the transport and the operation.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,5 +100,15 @@ struct TransportEntry {
 // MNNVL, NVLINK, RDMA, SUNRISE_LINK, AscendDirect, SHM, TCP, GDS, MPCOMM,
 // TPU order; only rows compiled into this tree are present.
 const std::vector<TransportEntry>& transportTable();
+
+// For tests and benchmarks: while an override is set for `type`, engines
+// constructed from then on build that transport with `factory` instead of
+// the table row's (for instance an MpcommTransport over an in-memory
+// adapter); the row's name and config gate still apply. An empty factory
+// removes the override. Engines already built keep their transports.
+using TransportFactory = std::function<std::unique_ptr<Transport>()>;
+void setTransportFactoryOverride(TransportType type, TransportFactory factory);
+// What the engine installs for `entry`: the override, else entry.factory().
+std::unique_ptr<Transport> buildTransport(const TransportEntry& entry);
 
 }  // namespace mooncake::tent

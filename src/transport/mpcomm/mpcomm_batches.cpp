@@ -5,6 +5,8 @@
 // and the others' tasks are issued as soon as their peers are ready.
 #include <glog/logging.h>
 
+#include <algorithm>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -14,17 +16,35 @@ namespace mooncake::tent {
 
 namespace {
 
-// The tasks of one submission bound for one target segment.
-struct PeerSlot {
-    SegmentID target = LOCAL_SEGMENT_ID;
-    Status status;
-    MpcommPeerView view;
-    MpcommPeerRegistry::Ticket ticket;
-    bool settled = false;
-    std::vector<size_t> tasks;  // indices into the sub-batch
-};
+constexpr size_t kNoTask = static_cast<size_t>(-1);
+
+// The sub-batch behind `batch` when this transport allocated it. An exact
+// type check (the class is final) instead of dynamic_cast, which walks the
+// class hierarchy on every request.
+MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
+    if (batch == nullptr || typeid(*batch) != typeid(MpcommSubBatch)) {
+        return nullptr;
+    }
+    return static_cast<MpcommSubBatch*>(batch);
+}
+
+size_t hashSlotCount(size_t capacity) {
+    size_t n = 8;
+    while (n < 2 * capacity) n <<= 1;
+    return n;
+}
+
+// Where `target` starts its probe in a table of `mask + 1` entries.
+size_t hashOf(SegmentID target, size_t mask) {
+    return static_cast<size_t>(
+               static_cast<uint64_t>(target) * 0x9e3779b97f4a7c15ull >> 32) &
+           mask;
+}
 
 }  // namespace
+
+MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
+    : tasks(capacity), generation(generation), next_task(capacity, kNoTask) {}
 
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     batch = new MpcommSubBatch(max_size, generation_.load());
@@ -32,7 +52,7 @@ Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
 }
 
 Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: freeSubBatch got a null or foreign sub-batch");
@@ -44,9 +64,16 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
             // defers the provider release until each one is done.
             size_t count = sub->size();
             for (size_t i = 0; i < count; ++i) {
+                std::atomic<MpcommTransferHandle>& slot =
+                    sub->tasks[i].mpcomm_handle;
+                // A finished task gave its handle up already: a load
+                // spares it the exchange.
+                if (slot.load(std::memory_order_acquire) ==
+                    kInvalidMpcommTransferHandle) {
+                    continue;
+                }
                 MpcommTransferHandle handle =
-                    sub->tasks[i].mpcomm_handle.exchange(
-                        kInvalidMpcommTransferHandle);
+                    slot.exchange(kInvalidMpcommTransferHandle);
                 if (handle != kInvalidMpcommTransferHandle) {
                     adapter_->releaseTransfer(handle);
                 }
@@ -58,9 +85,51 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     return Status::OK();
 }
 
+// The slot of `target` in this submission, made (and its peer resolved)
+// on first sight. A scan while the submission has named few targets; past
+// kLinearSlots, a hash, so that a batch over many peers stays linear.
+size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
+    std::vector<MpcommSubmitSlot>& slots = sub.slots;
+    if (!sub.hashed) {
+        for (size_t i = 0; i < slots.size(); ++i) {
+            if (slots[i].target == target) return i;
+        }
+        if (slots.size() == MpcommSubBatch::kLinearSlots) {
+            // Many targets: index the slots so far, and hash from now on.
+            if (sub.slot_index.empty()) {
+                sub.slot_index.assign(hashSlotCount(sub.capacity()), -1);
+            }
+            sub.hashed = true;
+            for (size_t i = 0; i < slots.size(); ++i) {
+                const size_t mask = sub.slot_index.size() - 1;
+                size_t pos = hashOf(slots[i].target, mask);
+                while (sub.slot_index[pos] >= 0) pos = (pos + 1) & mask;
+                sub.slot_index[pos] = static_cast<int32_t>(i);
+                slots[i].hash_pos = pos;
+            }
+        }
+    }
+    size_t pos = 0;
+    if (sub.hashed) {
+        const size_t mask = sub.slot_index.size() - 1;
+        for (pos = hashOf(target, mask);; pos = (pos + 1) & mask) {
+            int32_t index = sub.slot_index[pos];
+            if (index < 0) break;
+            if (slots[index].target == target) return index;
+        }
+        sub.slot_index[pos] = static_cast<int32_t>(slots.size());
+    }
+    size_t index = slots.size();
+    MpcommSubmitSlot& slot = slots.emplace_back();
+    slot.target = target;
+    slot.hash_pos = pos;
+    slot.status = resolvePeer(target, slot.peer);
+    return index;
+}
+
 Status MpcommTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: submitTransferTasks got a null or foreign "
@@ -86,105 +155,140 @@ Status MpcommTransport::submitTransferTasks(
             " more requested");
     }
 
-    // Batches name few distinct targets: a linear search beats a map.
-    std::vector<PeerSlot> slots;
+    // Group the tasks by target: one resolution and one readiness check
+    // per distinct target, each slot's tasks chained in submission order.
+    std::vector<MpcommSubmitSlot>& slots = sub->slots;
+    if (slots.capacity() == 0) {
+        // Once per sub-batch; most submissions name few targets.
+        slots.reserve(std::min<size_t>(request_list.size(),
+                                       MpcommSubBatch::kLinearSlots));
+    }
+    size_t last_slot = kNoTask;
     for (size_t i = 0; i < request_list.size(); ++i) {
-        MpcommTask& task = sub->tasks[used + i];
+        const size_t index = used + i;
+        MpcommTask& task = sub->tasks[index];
         task.request = request_list[i];
         task.transferred_bytes.store(0, std::memory_order_relaxed);
         task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
                                  std::memory_order_relaxed);
-        PeerSlot* slot = nullptr;
-        for (PeerSlot& s : slots) {
-            if (s.target == request_list[i].target_id) slot = &s;
+        const SegmentID target = request_list[i].target_id;
+        size_t s = last_slot != kNoTask && slots[last_slot].target == target
+                       ? last_slot
+                       : slotFor(*sub, target);
+        MpcommSubmitSlot& slot = slots[s];
+        if (slot.last == kNoTask) {
+            slot.first = index;
+        } else {
+            sub->next_task[slot.last] = index;
         }
-        if (slot == nullptr) {
-            slot = &slots.emplace_back();
-            slot->target = request_list[i].target_id;
-            slot->status = resolvePeer(slot->target, slot->view);
-        }
-        slot->tasks.push_back(used + i);
+        slot.last = index;
+        sub->next_task[index] = kNoTask;
+        last_slot = s;
     }
 
-    auto issue = [&](PeerSlot& slot) {
-        slot.settled = true;
-        for (size_t index : slot.tasks) {
-            MpcommTask& task = sub->tasks[index];
-            MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
-            if (slot.status.ok()) {
-                handle = issueMpcommTransfer(*adapter_, task.request,
-                                             slot.view.host_id);
-                if (handle == kInvalidMpcommTransferHandle) {
-                    LOG(ERROR)
-                        << "MpcommTransport: MPComm refused a "
-                        << (task.request.opcode == Request::WRITE ? "WRITE"
-                                                                  : "READ")
-                        << " of " << task.request.length << " bytes to "
-                        << slot.view.host_id << " at "
-                        << mpcommHexAddr(task.request.target_offset);
-                }
-            }
-            task.mpcomm_handle.store(handle, std::memory_order_relaxed);
-            task.status_word.store(
-                handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
-                std::memory_order_relaxed);
+    // Fast path: a peer whose link says ready is what poll() would answer
+    // kReady for, without the registry's lock.
+    bool all_settled = true;
+    for (MpcommSubmitSlot& slot : slots) {
+        if (!slot.status.ok() ||
+            (slot.peer->link && slot.peer->link->readyFor(slot.peer->view))) {
+            issueSlot(*sub, slot);
+        } else {
+            all_settled = false;
         }
-        if (!slot.status.ok()) LOG(ERROR) << slot.status.message();
-    };
+    }
+    if (!all_settled) settleSlots(*sub);
 
+    // Leaves the scratch empty for the next submission; the slots' memory
+    // stays.
+    if (sub->hashed) {
+        for (const MpcommSubmitSlot& slot : slots) {
+            sub->slot_index[slot.hash_pos] = -1;
+        }
+        sub->hashed = false;
+    }
+    slots.clear();
+    // Publishes the filled tasks to pollers.
+    sub->count.store(used + request_list.size(), std::memory_order_release);
+    return Status::OK();
+}
+
+void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
+    slot.settled = true;
+    for (size_t index = slot.first; index != kNoTask;
+         index = sub.next_task[index]) {
+        MpcommTask& task = sub.tasks[index];
+        MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
+        if (slot.status.ok()) {
+            handle = issueMpcommTransfer(*adapter_, task.request,
+                                         slot.peer->view.host_id);
+            if (handle == kInvalidMpcommTransferHandle) {
+                LOG(ERROR) << "MpcommTransport: MPComm refused a "
+                           << (task.request.opcode == Request::WRITE ? "WRITE"
+                                                                     : "READ")
+                           << " of " << task.request.length << " bytes to "
+                           << slot.peer->view.host_id << " at "
+                           << mpcommHexAddr(task.request.target_offset);
+            }
+        }
+        task.mpcomm_handle.store(handle, std::memory_order_relaxed);
+        task.status_word.store(
+            handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
+            std::memory_order_relaxed);
+    }
+    if (!slot.status.ok()) LOG(ERROR) << slot.status.message();
+}
+
+void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
     const auto deadline =
         MpcommPeerRegistry::Clock::now() +
         std::chrono::milliseconds(settings_.connect_timeout_ms);
+    std::vector<MpcommPeerRegistry::Ticket*> waiting;
     for (;;) {
-        std::vector<MpcommPeerRegistry::Ticket*> waiting;
-        for (PeerSlot& slot : slots) {
+        waiting.clear();
+        for (MpcommSubmitSlot& slot : sub.slots) {
             if (slot.settled) continue;
-            if (!slot.status.ok()) {
-                issue(slot);
-                continue;
-            }
             Status error;
-            switch (registry_.poll(slot.view, slot.ticket, error)) {
+            switch (registry_.poll(slot.peer->view, slot.ticket, error)) {
                 case MpcommPeerRegistry::Progress::kReady:
-                    issue(slot);
+                    // Later requests to this peer skip poll().
+                    slot.peer->link = slot.ticket.link();
+                    issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kFailed:
-                    slot.status =
-                        Status(error.code(), "MpcommTransport: segment " +
-                                                 slot.view.host_id + ": " +
-                                                 std::string(error.message()));
-                    issue(slot);
+                    slot.status = Status(error.code(),
+                                         "MpcommTransport: segment " +
+                                             slot.peer->view.host_id + ": " +
+                                             std::string(error.message()));
+                    issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kWaiting:
                     waiting.push_back(&slot.ticket);
                     break;
             }
         }
-        if (waiting.empty()) break;
+        if (waiting.empty()) return;
         if (!registry_.waitForAny(waiting, deadline)) {
             // The handshakes go on and record their outcome; only these
             // tasks stop waiting for them.
-            for (PeerSlot& slot : slots) {
+            for (MpcommSubmitSlot& slot : sub.slots) {
                 if (slot.settled) continue;
                 Status late = MpcommPeerRegistry::handshakeTimeout(
-                    slot.view, settings_.connect_timeout_ms);
+                    slot.peer->view, settings_.connect_timeout_ms);
                 slot.status =
                     Status(late.code(), "MpcommTransport: segment " +
-                                            slot.view.host_id + ": " +
+                                            slot.peer->view.host_id + ": " +
                                             std::string(late.message()));
-                issue(slot);
+                issueSlot(sub, slot);
             }
-            break;
+            return;
         }
     }
-    // Publishes the filled tasks to pollers.
-    sub->count.store(used + request_list.size(), std::memory_order_release);
-    return Status::OK();
 }
 
 Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                           TransferStatus& status) {
-    auto* sub = dynamic_cast<MpcommSubBatch*>(batch);
+    MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: getTransferStatus got a null or foreign "
@@ -197,6 +301,15 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        std::to_string(sub->size()) + " tasks)");
     }
     MpcommTask& task = sub->tasks[task_id];
+    // A final status never changes again, and nothing the gate guards is
+    // needed to read it: no gate traffic for a task already done.
+    TransferStatusEnum done = task.status_word.load(std::memory_order_acquire);
+    if (done != PENDING) {
+        status.s = done;
+        status.transferred_bytes =
+            task.transferred_bytes.load(std::memory_order_relaxed);
+        return Status::OK();
+    }
     if (gate_.enter()) {
         MpcommGateTicket ticket(gate_);
         if (sub->generation == generation_.load()) {

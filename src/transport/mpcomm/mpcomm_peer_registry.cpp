@@ -36,6 +36,27 @@ struct MpcommPeerRegistry::Shared {
         uint64_t keys_epoch =
             0;  // the registration epoch keys were fetched for
         std::shared_ptr<MpcommPeerFlight> flight;  // null when idle
+        // What readers see without `mu`; replaced when `incarnation` is.
+        std::shared_ptr<MpcommPeerLink> link;
+
+        // Mirrors the fields above into `link`; the caller holds `mu`.
+        void publish() {
+            bool ready = connected && state == MpcommPeerState::READY &&
+                         keys_valid && !flight;
+            link->ready_epoch.store(ready ? keys_epoch + 1 : 0,
+                                    std::memory_order_release);
+        }
+        // The link will never be ready again; the caller holds `mu`.
+        void retireLink() {
+            link->ready_epoch.store(0, std::memory_order_release);
+        }
+        // A new link for a new incarnation, so that holders of the old one
+        // never see the new incarnation's readiness.
+        void relink() {
+            retireLink();
+            link = std::make_shared<MpcommPeerLink>(incarnation);
+            publish();
+        }
     };
 
     std::shared_ptr<MpcommAdapter> adapter;
@@ -69,6 +90,7 @@ void MpcommPeerRegistry::Shared::launch(
     const std::shared_ptr<MpcommPeerFlight>& flight, bool need_connect,
     uint64_t epoch) {
     peer.flight = flight;
+    peer.publish();
     running.push_back(flight);
     std::string addr = peer.addr;
     int port = peer.port;
@@ -81,6 +103,7 @@ void MpcommPeerRegistry::Shared::launch(
     } catch (const std::system_error& e) {
         running.remove(flight);
         peer.flight.reset();
+        peer.publish();
         flight->result = Status::InternalError(
             "cannot start an MPComm handshake thread for " + flight->host_id +
             ": " + e.what());
@@ -123,6 +146,7 @@ void MpcommPeerRegistry::Shared::run(
             Peer& peer = it->second;
             peer.flight.reset();
             if (!connect_status.ok()) {
+                peer.retireLink();
                 peers.erase(it);  // never established: nothing to keep
             } else if (!query_status.ok()) {
                 peer.connected = true;
@@ -134,6 +158,7 @@ void MpcommPeerRegistry::Shared::run(
                 peer.keys_valid = true;
                 peer.keys_epoch = epoch;
             }
+            if (connect_status.ok()) peer.publish();
         }
         flight->result = connect_status.ok() ? query_status : connect_status;
         flight->done = true;
@@ -177,6 +202,7 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
         peer.addr = view.addr;
         peer.port = view.port;
         peer.incarnation = view.incarnation;
+        peer.link = std::make_shared<MpcommPeerLink>(view.incarnation);
         ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
         s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
         return Progress::kWaiting;
@@ -198,11 +224,15 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
         peer.incarnation = view.incarnation;
         peer.connected = false;
         peer.keys_valid = false;
+        peer.relink();
         ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
         s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
         return Progress::kWaiting;
     }
-    if (peer.incarnation == 0) peer.incarnation = view.incarnation;
+    if (peer.incarnation == 0 && view.incarnation != 0) {
+        peer.incarnation = view.incarnation;
+        peer.relink();
+    }
     if (!peer.connected) {
         // Only when a handshake thread could not be started.
         ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
@@ -211,6 +241,7 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
     }
     if (peer.state == MpcommPeerState::READY && peer.keys_valid &&
         view.registration_epoch <= peer.keys_epoch) {
+        ticket.link_ = peer.link;
         return Progress::kReady;
     }
     ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
@@ -267,6 +298,7 @@ Status MpcommPeerRegistry::ensure(const MpcommPeerView& peer,
 std::vector<std::string> MpcommPeerRegistry::drain(Clock::time_point deadline) {
     Shared& s = *shared_;
     std::unique_lock<std::mutex> lock(s.mu);
+    for (auto& entry : s.peers) entry.second.retireLink();
     s.peers.clear();
     s.progress.wait_until(lock, deadline, [&s] { return s.running.empty(); });
     std::vector<std::string> stuck;

@@ -6,6 +6,8 @@
 // cache's TTL runs out. Pre-connect starts the handshake at openSegment().
 #include <glog/logging.h>
 
+#include <array>
+
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
@@ -35,28 +37,78 @@ bool MpcommTransport::takeSuspicion(SegmentID target) {
     return true;
 }
 
-Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
+namespace {
+
+// This thread's resolutions, direct-mapped by segment id (ids are small
+// and sequential). An entry belongs to one installation (`owner`); a
+// collision or another installation only costs a re-read.
+struct ResolveCacheEntry {
+    uint64_t owner = 0;
+    SegmentID target = LOCAL_SEGMENT_ID;
+    // What getRemoteCached() last handed this entry: passed back in, so a
+    // hit costs no reference counting.
+    SegmentDescRef desc;
+    std::shared_ptr<MpcommResolvedPeer> peer;
+};
+
+constexpr size_t kResolveCacheSlots = 256;
+
+std::array<ResolveCacheEntry, kResolveCacheSlots>& resolveCache() {
+    thread_local std::array<ResolveCacheEntry, kResolveCacheSlots> cache;
+    return cache;
+}
+
+}  // namespace
+
+Status MpcommTransport::resolvePeer(SegmentID target,
+                                    std::shared_ptr<MpcommResolvedPeer>& peer) {
     SegmentManager& segments = metadata_->segmentManager();
     if (takeSuspicion(target)) {
         // A failed transfer may mean a restarted peer: the cached descriptor
         // would still show the old process.
         segments.invalidateRemote(target);
     }
-    SegmentDescRef desc;
-    Status found = segments.getRemoteCached(desc, target);
-    if (!found.ok() || !desc) {
+    ResolveCacheEntry& entry =
+        resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
+    if (entry.owner != resolve_owner_ || entry.target != target) {
+        entry = ResolveCacheEntry();
+        entry.owner = resolve_owner_;
+        entry.target = target;
+    }
+    Status found = segments.getRemoteCached(entry.desc, target);
+    if (!found.ok() || !entry.desc) {
+        entry.desc.reset();
         // Unreachable now; keep suspecting so the next use reads afresh.
         if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
+        peer.reset();
         return Status(
             found.ok() ? Status::Code::kInvalidArgument : found.code(),
             "MpcommTransport: cannot read the descriptor of segment id " +
                 std::to_string(target) + ": " + std::string(found.message()));
     }
+    // The same descriptor object means the same content (descriptors are
+    // immutable snapshots, and the entry holds this one alive, so its
+    // address cannot be reused): a changed incarnation or registration
+    // epoch always arrives as a new descriptor.
+    if (!entry.peer || entry.peer->desc != entry.desc) {
+        auto fresh = std::make_shared<MpcommResolvedPeer>();
+        readDescriptor(entry.desc, *fresh);
+        fresh->desc = entry.desc;
+        entry.peer = std::move(fresh);
+    }
+    peer = entry.peer;
+    return peer->status;
+}
+
+void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
+                                     MpcommResolvedPeer& peer) {
+    MpcommPeerView& view = peer.view;
     const std::string& name = desc->name;
     if (desc->type != SegmentType::Memory) {
-        return Status::InvalidArgument("MpcommTransport: segment " + name +
-                                       " is a file segment; MPComm moves "
-                                       "memory only");
+        peer.status = Status::InvalidArgument(
+            "MpcommTransport: segment " + name +
+            " is a file segment; MPComm moves memory only");
+        return;
     }
     view.host_id = name;
     view.incarnation = desc->incarnation;
@@ -65,10 +117,11 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
     if (attr != nullptr && !attr->empty()) {
         Status st = parseMpcommEndpointAttr(*attr, view.addr, view.port);
         if (!st.ok()) {
-            return Status::InvalidArgument("MpcommTransport: segment " + name +
-                                           ": " + std::string(st.message()));
+            peer.status =
+                Status::InvalidArgument("MpcommTransport: segment " + name +
+                                        ": " + std::string(st.message()));
         }
-        return Status::OK();
+        return;
     }
     if (env_.remote_tcp_port != 0) {
         view.addr = hostPartOf(name);
@@ -79,9 +132,9 @@ Status MpcommTransport::resolvePeer(SegmentID target, MpcommPeerView& view) {
                             "MPCOMM_REMOTE_TCP_PORT="
                          << view.port << " at " << view.addr;
         }
-        return Status::OK();
+        return;
     }
-    return Status::InvalidArgument(
+    peer.status = Status::InvalidArgument(
         "MpcommTransport: segment " + name +
         " published no MPComm endpoint (transport_attrs[MPCOMM] is empty) and "
         "MPCOMM_REMOTE_TCP_PORT is not set; the peer does not run the MPComm "
@@ -93,7 +146,6 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
     MpcommGateTicket ticket(gate_);
     // Read inside the gate: install() writes the settings while it is shut.
     if (!settings_.preconnect) return;
-    MpcommPeerView view;
     // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
     // fallback guesses, and a guess is not worth a background handshake.
     SegmentDescRef desc;
@@ -102,11 +154,12 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
         desc->getMemory().getTransportAttrs(MPCOMM) == nullptr) {
         return;
     }
-    if (!resolvePeer(handle, view).ok()) return;
+    std::shared_ptr<MpcommResolvedPeer> peer;
+    if (!resolvePeer(handle, peer).ok()) return;
     MpcommPeerRegistry::Ticket place;
     Status ignored;
     // Starts the handshake if one is due; nobody waits for it here.
-    registry_.poll(view, place, ignored);
+    registry_.poll(peer->view, place, ignored);
 }
 
 }  // namespace mooncake::tent

@@ -158,6 +158,11 @@ Status MpcommTransport::install(std::string& local_segment_name,
     env_ = env;
     settings_ = settings;
     local_name_ = host_id;
+    // Process-wide, so that no thread's cached resolution from another
+    // transport, or from an earlier installation of this one (other
+    // settings, other segment manager), is taken for ours.
+    static std::atomic<uint64_t> next_resolve_owner{1};
+    resolve_owner_ = next_resolve_owner.fetch_add(1);
     installed_ = true;
     generation_.fetch_add(1);
     unwind.dismiss();

@@ -35,10 +35,13 @@ Status serveWrite(int fd, const tcp_wire::RequestHeader& req,
                   TcpBufferTable::Pin& pin, net::Deadline deadline) {
     char* mem = reinterpret_cast<char*>(req.addr);
     uint64_t done = 0;
-    while (done < req.length && !pin.retiring()) {
+    // Retirement is checked after each slice, never before the first: a
+    // pinned access always starts, and remove() fences it either way.
+    while (done < req.length) {
         uint64_t n = std::min(kSlice, req.length - done);
         CHECK_STATUS(net::recvPayload(fd, mem + done, n, deadline));
         done += n;
+        if (pin.retiring()) break;
     }
     const bool retired = done < req.length;
     pin.release();
@@ -56,13 +59,13 @@ Status serveRead(int fd, const tcp_wire::RequestHeader& req,
     const char* mem = reinterpret_cast<const char*>(req.addr);
     CHECK_STATUS(sendReply(fd, tcp_wire::kReplyOk, req.length, deadline));
     for (uint64_t done = 0; done < req.length;) {
-        if (pin.retiring()) {
-            return Status::InvalidArgument(
-                "the buffer was unregistered during the READ");
-        }
         uint64_t n = std::min(kSlice, req.length - done);
         CHECK_STATUS(net::sendPayload(fd, mem + done, n, deadline));
         done += n;
+        if (done < req.length && pin.retiring()) {
+            return Status::InvalidArgument(
+                "the buffer was unregistered during the READ");
+        }
     }
     return Status::OK();
 }
@@ -90,8 +93,11 @@ bool TcpTransport::serveFrame(int fd, const std::string& peer,
         // The pin, not a lock, keeps the buffer registered while its bytes
         // move: registration and unregistration of anything else never wait
         // for this peer.
+        // A buffer being unregistered is already out of the table, so a
+        // pin is only ever taken on a live one; an unregister that starts
+        // right after is fenced by the pin (see serveWrite/serveRead).
         TcpBufferTable::Pin pin = buffers_->pin(req.addr, req.length, fd);
-        if (pin && !pin.retiring()) {
+        if (pin) {
             s = is_write ? serveWrite(fd, req, pin, deadline)
                          : serveRead(fd, req, pin, deadline);
         } else {

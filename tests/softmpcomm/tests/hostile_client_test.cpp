@@ -450,16 +450,19 @@ TEST_F(IdleClients, TricklingClientsAreDroppedAtTheFrameDeadline) {
     EXPECT_LT(sent, hello_bytes.size());
     EXPECT_GE(closed_ms, 1000);
 
-    // On a control connection: each query within the idle timeout.
+    // On a control connection: each query within the idle timeout. The
+    // server's clock starts at the HELLO that openAs() sends, so the
+    // test's clock must start before it for closed_ms to be a lower bound.
+    start = std::chrono::steady_clock::now();
     int slow_query = openAs(ConnKind::kControl);
     FrameHeader query;
     query.type = MsgType::kQueryReq;
-    start = std::chrono::steady_clock::now();
     sent = trickle(slow_query, frameBytes(query, ""), start, &closed_ms);
     EXPECT_LT(sent, kHeaderSize);
     EXPECT_GE(closed_ms, 1000);
 
     // On a data connection: a started payload chunk within the timeout.
+    start = std::chrono::steady_clock::now();
     int slow_put = openAs(ConnKind::kData);
     FrameHeader put;
     put.type = MsgType::kPutReq;
@@ -467,7 +470,6 @@ TEST_F(IdleClients, TricklingClientsAreDroppedAtTheFrameDeadline) {
     put.key = raw_keys_[0];
     put.length = put.payload_len = kPage;
     ASSERT_TRUE(sendHeader(slow_put, put));
-    start = std::chrono::steady_clock::now();
     sent =
         trickle(slow_put, std::vector<uint8_t>(kPage, 0xEE), start, &closed_ms);
     EXPECT_LT(sent, kPage);

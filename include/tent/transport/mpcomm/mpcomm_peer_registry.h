@@ -25,8 +25,15 @@
 //  - Never-established connections are not cached: a failed connect()
 //    forgets the peer, so the next call performs the whole handshake. A
 //    failed query leaves it CONNECTED_NO_KEYS; the next call queries again.
+//  - Lock-free fast path. Each entry publishes a MpcommPeerLink that answers
+//    "would poll() say kReady for this view?" without the registry's lock,
+//    so a request to a connected peer takes no global lock. A link belongs
+//    to one (host id, incarnation); a restart, a failed connect or drain()
+//    retires it for good, and a flight clears it while it runs, so a stale
+//    link only ever sends its holder back to poll().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -78,6 +85,29 @@ struct MpcommPeerView {
 // One handshake or key query in progress (private to the registry).
 struct MpcommPeerFlight;
 
+// What poll() would answer for a peer, readable without the registry's
+// lock. Written by the registry under its lock; read by anyone.
+struct MpcommPeerLink {
+    explicit MpcommPeerLink(uint64_t inc) : incarnation(inc) {}
+    // The entry's incarnation when the link was made; a new incarnation
+    // gets a new link, so this never changes.
+    const uint64_t incarnation;
+    // 0 while not ready (connecting, querying, no keys, retired); else the
+    // registration epoch the keys were fetched for, plus one.
+    std::atomic<uint64_t> ready_epoch{0};
+
+    // True when poll(view) would return kReady right now without starting
+    // anything. False sends the caller to poll(), never the reverse.
+    bool readyFor(const MpcommPeerView& view) const {
+        uint64_t ready = ready_epoch.load(std::memory_order_acquire);
+        if (ready == 0 || view.registration_epoch >= ready) return false;
+        // An unknown incarnation on the link is adopted by poll(); only
+        // poll() may do that, so it stays the slow path.
+        return incarnation != 0 &&
+               (view.incarnation == 0 || view.incarnation == incarnation);
+    }
+};
+
 class MpcommPeerRegistry {
  public:
     using Clock = std::chrono::steady_clock;
@@ -85,9 +115,17 @@ class MpcommPeerRegistry {
     // A caller's place in line for one peer: the flight it joined, if any.
     // Default-constructed for a first poll(); poll() keeps it current.
     class Ticket {
+     public:
+        // After poll() returned kReady: the peer's link, for readyFor()
+        // checks that skip poll() next time.
+        const std::shared_ptr<const MpcommPeerLink>& link() const {
+            return link_;
+        }
+
      private:
         friend class MpcommPeerRegistry;
         std::shared_ptr<MpcommPeerFlight> flight_;
+        std::shared_ptr<const MpcommPeerLink> link_;
     };
 
     enum class Progress { kReady, kFailed, kWaiting };

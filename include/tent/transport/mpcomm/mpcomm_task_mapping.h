@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,8 +25,12 @@
 #include "tent/common/types.h"
 #include "tent/runtime/transport.h"
 #include "tent/transport/mpcomm/mpcomm_adapter.h"
+#include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 namespace mooncake::tent {
+
+// Defined in mpcomm_transport.h: a descriptor read into a peer view.
+struct MpcommResolvedPeer;
 
 struct MpcommTask {
     Request request;
@@ -35,11 +40,27 @@ struct MpcommTask {
         kInvalidMpcommTransferHandle};
 };
 
+// The tasks of one submission bound for one target segment (scratch of
+// submitTransferTasks()).
+struct MpcommSubmitSlot {
+    SegmentID target = LOCAL_SEGMENT_ID;
+    Status status;
+    // Null when the segment could not be resolved (`status` says why).
+    std::shared_ptr<MpcommResolvedPeer> peer;
+    MpcommPeerRegistry::Ticket ticket;
+    bool settled = false;
+    // The slot's tasks, in submission order, chained through
+    // MpcommSubBatch::next_task.
+    size_t first = static_cast<size_t>(-1);
+    size_t last = static_cast<size_t>(-1);
+    size_t hash_pos = 0;  // where slot_index holds this slot, if hashed
+};
+
 // A fixed-capacity slice of a user batch. Tasks are appended under
 // submit_mu and become visible to pollers when `count` is published.
-struct MpcommSubBatch : Transport::SubBatch {
-    MpcommSubBatch(size_t capacity, uint64_t generation)
-        : tasks(capacity), generation(generation) {}
+// Final: the transport recognises its sub-batches by exact type.
+struct MpcommSubBatch final : Transport::SubBatch {
+    MpcommSubBatch(size_t capacity, uint64_t generation);
     size_t size() const override {
         return count.load(std::memory_order_acquire);
     }
@@ -51,6 +72,20 @@ struct MpcommSubBatch : Transport::SubBatch {
     // The transport installation this sub-batch belongs to; its handles
     // mean nothing to a later installation.
     const uint64_t generation;
+
+    // Scratch of submitTransferTasks(), guarded by submit_mu. It grows on
+    // the first submissions to what they need and keeps its memory, so
+    // later submissions allocate nothing.
+    std::vector<MpcommSubmitSlot> slots;
+    // Per task: the next task of the same slot in this submission.
+    std::vector<size_t> next_task;
+    // Up to kLinearSlots targets a submission finds its slots by a scan;
+    // beyond, through slot_index: open-addressed target -> slot index (-1
+    // empty), a power of two of at least twice the capacity, allocated on
+    // first need and all -1 between submissions.
+    static constexpr size_t kLinearSlots = 8;
+    bool hashed = false;
+    std::vector<int32_t> slot_index;
 };
 
 // "0x1f000": how the transport's messages print addresses.

@@ -103,6 +103,19 @@ class MpcommGateTicket {
     MpcommCallGate& gate_;
 };
 
+// A segment descriptor read into what a request needs. Each thread keeps
+// its own (so nothing here is shared or locked) and reuses one for as long
+// as SegmentManager::getRemoteCached() hands it the same descriptor: the
+// endpoint is parsed once per descriptor, not once per request.
+struct MpcommResolvedPeer {
+    SegmentDescRef desc;  // the descriptor this was read from
+    Status status;        // why the segment cannot be used, or OK
+    MpcommPeerView view;
+    // From the last poll() that answered kReady for `view`; lets later
+    // requests skip poll() while link->readyFor(view) holds.
+    std::shared_ptr<const MpcommPeerLink> link;
+};
+
 class MpcommTransport : public Transport {
  public:
     static constexpr const char* kModulesPath = "/proc/modules";
@@ -145,9 +158,21 @@ class MpcommTransport : public Transport {
     // The single place that decides what this transport can carry.
     static Capabilities probeCapabilities(const std::string& modules_path,
                                           const Config* conf);
-    // What `target`'s descriptor says about the peer. A segment suspected
-    // of having restarted is read afresh, not from the cache.
-    Status resolvePeer(SegmentID target, MpcommPeerView& view);
+    // What `target`'s descriptor says about the peer, from this thread's
+    // cache while the descriptor is the same (`peer` is null only when no
+    // descriptor could be read). A segment suspected of having restarted
+    // is read afresh, not from the cache.
+    Status resolvePeer(SegmentID target,
+                       std::shared_ptr<MpcommResolvedPeer>& peer);
+    // submitTransferTasks() steps (mpcomm_batches.cpp), under the
+    // sub-batch's submit_mu: the slot of `target`, made and resolved on
+    // first sight; issuing a settled slot's tasks; and waiting, within
+    // connect_timeout_ms, for the peers not ready yet.
+    size_t slotFor(MpcommSubBatch& sub, SegmentID target);
+    void issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot);
+    void settleSlots(MpcommSubBatch& sub);
+    // Reads `desc` into `peer` (the slow part of resolvePeer()).
+    void readDescriptor(const SegmentDescRef& desc, MpcommResolvedPeer& peer);
     // A transfer to `target` failed: its next use re-reads the descriptor.
     void suspectPeer(SegmentID target);
     bool takeSuspicion(SegmentID target);
@@ -170,6 +195,9 @@ class MpcommTransport : public Transport {
     MpcommTransportSettings settings_;
     std::string local_name_;
     std::shared_ptr<ControlService> metadata_;
+    // Names this installation in the per-thread resolution caches;
+    // process-wide unique, drawn by install().
+    uint64_t resolve_owner_ = 0;
 
     std::mutex buffers_mu_;
     std::map<uint64_t, uint64_t> registered_;  // addr -> length
