@@ -306,11 +306,11 @@ World& worldFor(int buffers, int peers) {
     return *slot;
 }
 
-void BM_TransportWrite(benchmark::State& state) {
-    const int buffers = static_cast<int>(state.range(0));
-    const int peers = static_cast<int>(state.range(1));
-    const int batch = static_cast<int>(state.range(2));
-    World& world = worldFor(buffers, peers);
+// The timed loop of the transport and engine cases: rotates over batches
+// built before timing, and stops at the first failure.
+template <typename WorldT>
+void timeBatches(benchmark::State& state, WorldT& world, int buffers, int peers,
+                 int batch) {
     if (!world.error.empty()) {
         state.SkipWithError(world.error.c_str());
         return;
@@ -327,6 +327,13 @@ void BM_TransportWrite(benchmark::State& state) {
     }
     if (!error.empty()) state.SkipWithError(error.c_str());
     reportPerRequest(state, batch);
+}
+
+void BM_TransportWrite(benchmark::State& state) {
+    const int buffers = static_cast<int>(state.range(0));
+    const int peers = static_cast<int>(state.range(1));
+    const int batch = static_cast<int>(state.range(2));
+    timeBatches(state, worldFor(buffers, peers), buffers, peers, batch);
 }
 BENCHMARK(BM_TransportWrite)
     ->ArgNames({"buffers", "peers", "batch"})
@@ -482,23 +489,7 @@ void BM_EngineWrite(benchmark::State& state) {
         engineWorld() = std::make_unique<EngineWorld>(buffers, peers);
         engineWorldKey() = {buffers, peers};
     }
-    EngineWorld& world = *engineWorld();
-    if (!world.error.empty()) {
-        state.SkipWithError(world.error.c_str());
-        return;
-    }
-    auto batches = batchesOf(buffers, peers, batch, [&](size_t p, size_t b) {
-        return world.request(p, b);
-    });
-    size_t i = 0;
-    std::string error;
-    for (auto _ : state) {
-        error = world.runBatch(batches[i]);
-        if (!error.empty()) break;
-        if (++i == batches.size()) i = 0;
-    }
-    if (!error.empty()) state.SkipWithError(error.c_str());
-    reportPerRequest(state, batch);
+    timeBatches(state, *engineWorld(), buffers, peers, batch);
 }
 BENCHMARK(BM_EngineWrite)
     ->ArgNames({"buffers", "peers", "batch"})
