@@ -7,15 +7,13 @@
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
 #      tebench smoke over mpcomm with --check_consistency=true;
 #   3. the reliability checks (docs/reliability.md): the ASan+UBSan pass
-#      of the transport and server suites and of softmpcomm's suite
-#      (scripts/check.sh with CHECK_SCOPE=ci; any sanitizer report fails),
-#      then the fuzz smoke ctests (each libFuzzer target for a bounded
-#      number of executions). The TSan pass of the same suites runs with
-#      CHECKS=all: over softmpcomm it is not yet deterministic (see
-#      docs/reliability.md), and CI must not be flaky.
-# Env: JOBS; CHECKS=default (ASan+UBSan pass and fuzz smoke) | all (also
-# the TSan pass) | none; SKIP_CHECKS=1 is CHECKS=none (a quick local run;
-# CI sets neither).
+#      and the TSan pass, each over softmpcomm's suite and the transport
+#      and server suites (scripts/check.sh with CHECK_SCOPE=ci; any
+#      sanitizer report fails), then the fuzz smoke ctests (each libFuzzer
+#      target for a bounded number of executions).
+# Env: JOBS; CHECKS=default (both sanitizer passes over the CI suites, and
+# the fuzz smoke) | all (both passes over every suite: CHECK_SCOPE=all) |
+# none; SKIP_CHECKS=1 is CHECKS=none (a quick local run; CI sets neither).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 source "$ROOT/scripts/lib_sanitize.sh"
@@ -66,12 +64,10 @@ if [ "$CHECKS" = none ]; then
   step "CHECKS=none: sanitizer passes and fuzz smoke left out"
   exit 0
 fi
-CHECK_SCOPE=ci bash "$ROOT/scripts/check.sh" asan
-if [ "$CHECKS" = all ]; then
-  CHECK_SCOPE=ci bash "$ROOT/scripts/check.sh" tsan
-else
-  step "TSan pass left out (CHECKS=all runs it)"
-fi
+scope=ci
+if [ "$CHECKS" = all ]; then scope=all; fi
+CHECK_SCOPE="$scope" bash "$ROOT/scripts/check.sh" asan
+CHECK_SCOPE="$scope" bash "$ROOT/scripts/check.sh" tsan
 
 build_fuzz
 step "fuzz smoke (ctest -L fuzz)"

@@ -90,9 +90,7 @@ class FaultyMpcommAdapter : public MpcommAdapter {
     std::atomic<int> misuse{0};
 
     int releasesOf(MpcommTransferHandle handle) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = transfers_.find(handle);
-        return it == transfers_.end() ? 0 : it->second.releases;
+        return fieldOf(handle, &Entry::releases);
     }
     int handlesIssued() {
         std::lock_guard<std::mutex> lock(mu_);
@@ -109,9 +107,7 @@ class FaultyMpcommAdapter : public MpcommAdapter {
     // The length the provider was asked to move for `handle` (0: nothing
     // was posted to it).
     size_t postedLength(MpcommTransferHandle handle) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = transfers_.find(handle);
-        return it == transfers_.end() ? 0 : it->second.posted_length;
+        return fieldOf(handle, &Entry::posted_length);
     }
     MpcommTransferHandle lastHandle() {
         std::lock_guard<std::mutex> lock(mu_);
@@ -351,6 +347,15 @@ class FaultyMpcommAdapter : public MpcommAdapter {
         MpcommTransferHandle handle = next_handle_++;
         transfers_[handle] = std::move(entry);
         return handle;
+    }
+
+    // One field of a handle's entry, read under the lock; zero for a handle
+    // this adapter never issued.
+    template <typename T>
+    T fieldOf(MpcommTransferHandle handle, T Entry::*field) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = transfers_.find(handle);
+        return it == transfers_.end() ? T{} : it->second.*field;
     }
 
     // The entry of a handle that may still be used; counts misuse
