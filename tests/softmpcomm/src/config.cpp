@@ -100,6 +100,12 @@ bool loadConfig(const std::string& device_names, Config* config,
         *var.field = static_cast<int>(ms);
     }
 
+    uint64_t max_connections = kDefaultMaxConnections;
+    if (!readBoundedEnv("SOFTMPCOMM_MAX_CONNECTIONS", 1, kMaxMaxConnections,
+                        &max_connections, error))
+        return false;
+    result.max_connections = static_cast<int>(max_connections);
+
     *config = result;
     return true;
 }

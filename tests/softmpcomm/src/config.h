@@ -42,6 +42,13 @@ constexpr int kDefaultHandshakeTimeoutMs = 5000;
 constexpr int kDefaultIdleTimeoutMs = 30000;
 // Upper bound of the three: one day keeps millisecond arithmetic in an int.
 constexpr uint64_t kMaxTimeoutMs = 24ull * 3600 * 1000;
+// SOFTMPCOMM_MAX_CONNECTIONS: connections the listener serves at once (each
+// has a thread). At the cap a newcomer displaces the oldest connection that
+// has not said HELLO, else the oldest control connection waiting for its
+// next query; data connections are never displaced (an idle QP is a peer's
+// working state), so with none to displace the newcomer is refused.
+constexpr int kDefaultMaxConnections = 1024;
+constexpr int kMaxMaxConnections = 65536;
 
 struct Config {
     std::vector<std::string> rails;  // never empty after loadConfig()
@@ -50,6 +57,7 @@ struct Config {
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
     int idle_timeout_ms = kDefaultIdleTimeoutMs;
+    int max_connections = kDefaultMaxConnections;
 };
 
 // Splits a comma list, trimming blanks and dropping empty names.

@@ -215,6 +215,7 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
     options.rails = static_cast<uint32_t>(config.rails.size());
     options.max_slice = config.max_transfer_size;
     options.idle_timeout_ms = config.idle_timeout_ms;
+    options.max_connections = config.max_connections;
     auto server =
         std::make_unique<detail::Server>(host_id, options, &impl_->memory);
     if (server->listen(tcp_port, &error) != MPCOMM_SUCCESS) {
@@ -238,7 +239,8 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
                       << " bytes, timeouts: progress "
                       << config.progress_timeout_ms << " ms, handshake "
                       << config.handshake_timeout_ms << " ms, idle "
-                      << config.idle_timeout_ms << " ms";
+                      << config.idle_timeout_ms << " ms, max connections "
+                      << config.max_connections;
     return MPCOMM_SUCCESS;
 }
 

@@ -44,6 +44,7 @@ Server::Server(std::string host_id, const ServerOptions& options,
       rails_(options.rails),
       limits_(limitsOf(options)),
       idle_timeout_ms_(options.idle_timeout_ms),
+      max_connections_(options.max_connections),
       memory_(memory) {}
 
 Server::~Server() { shutdown(); }
@@ -131,6 +132,10 @@ void Server::acceptLoop() {
                 closeSocket(fd);
                 return;
             }
+            if (!admitLocked()) {
+                closeSocket(fd);
+                continue;
+            }
             auto conn = std::make_unique<Conn>();
             conn->fd = fd;
             Conn* raw = conn.get();
@@ -163,6 +168,50 @@ bool Server::backOff(const char* why, int* backoffs) {
     pollfd wake{wake_pipe_[0], POLLIN, 0};
     int ready = ::poll(&wake, 1, kAcceptBackoffMs);
     return !(ready > 0 && (wake.revents & POLLIN));
+}
+
+bool Server::advance(Conn* conn, Role from, Role to) {
+    return conn->role.compare_exchange_strong(from, to,
+                                              std::memory_order_acq_rel);
+}
+
+bool Server::admitLocked() {
+    int live = 0;
+    for (const auto& conn : conns_) {
+        if (!conn->finished.load(std::memory_order_acquire) &&
+            conn->role.load(std::memory_order_acquire) != Role::kEvicted)
+            ++live;
+    }
+    // The list is in accept order: the first match is the oldest.
+    for (Role victim : {Role::kAnonymous, Role::kControlIdle}) {
+        if (live < max_connections_) break;
+        for (const auto& conn : conns_) {
+            if (conn->finished.load(std::memory_order_acquire) ||
+                !advance(conn.get(), victim, Role::kEvicted))
+                continue;
+            // Its thread sees the hang-up and ends; whoever joins it
+            // closes the descriptor.
+            shutdownSocket(conn->fd);
+            MPCOMM_LOG(kDebug)
+                << "at SOFTMPCOMM_MAX_CONNECTIONS=" << max_connections_
+                << ": closed the oldest "
+                << (victim == Role::kAnonymous ? "connection before HELLO"
+                                               : "idle control connection")
+                << " to admit a new one";
+            --live;
+            break;
+        }
+    }
+    if (live < max_connections_) {
+        refused_in_a_row_ = 0;
+        return true;
+    }
+    if (refused_in_a_row_++ == 0)
+        MPCOMM_LOG(kWarn) << "refusing new connections: " << max_connections_
+                          << " connections (SOFTMPCOMM_MAX_CONNECTIONS) are "
+                             "open and none is idle before HELLO or "
+                             "between queries";
+    return false;
 }
 
 void Server::reapFinished() {
@@ -203,11 +252,16 @@ void Server::serve(Conn* conn) {
     if (ok) {
         stage = stageAfterHello(hello, rails_);
         bool accepted = stage != ConnStage::kAwaitHello;
+        // Displaced at the cap while saying HELLO: no answer.
+        ok = advance(
+            conn, Role::kAnonymous,
+            stage == ConnStage::kData ? Role::kData : Role::kControlBusy);
         FrameHeader ack;
         ack.type = MsgType::kHelloAck;
         ack.length = rails_;
         if (!accepted) ack.status = MPCOMM_ERR_PROTOCOL;
-        ok = sendFrame(fd, ack, idleDeadline(), host_id_.data(),
+        ok = ok &&
+             sendFrame(fd, ack, idleDeadline(), host_id_.data(),
                        host_id_.size()) &&
              accepted;
         if (!accepted)
@@ -219,7 +273,7 @@ void Server::serve(Conn* conn) {
                            << hello.addr << " qp " << hello.length;
         serveData(fd, static_cast<uint32_t>(hello.addr), peer);
     } else if (ok) {
-        serveControl(fd, peer);
+        serveControl(conn, peer);
     }
     // Tell the peer at once; the descriptor itself is closed by whoever
     // joins this thread, so its number cannot be recycled under us.
@@ -245,11 +299,16 @@ bool Server::readRequest(int fd, ConnStage stage, const Deadline& deadline,
     return false;
 }
 
-void Server::serveControl(int fd, const std::string& peer) {
+void Server::serveControl(Conn* conn, const std::string& peer) {
+    const int fd = conn->fd;
     FrameHeader request;
     // Each query must arrive within an idle period of the previous reply.
+    // While it waits for one the connection may be displaced at the cap; a
+    // query that has arrived is answered.
     while (
-        readRequest(fd, ConnStage::kControl, idleDeadline(), peer, &request)) {
+        advance(conn, Role::kControlBusy, Role::kControlIdle) &&
+        readRequest(fd, ConnStage::kControl, idleDeadline(), peer, &request) &&
+        advance(conn, Role::kControlIdle, Role::kControlBusy)) {
         std::string list = encodeBufferList(memory_->publishedList());
         FrameHeader reply;
         reply.type = MsgType::kQueryResp;

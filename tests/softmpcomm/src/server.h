@@ -7,8 +7,10 @@
 // connection that has not said HELLO, and a control connection, must
 // complete each frame within the idle timeout, every connection must
 // complete a started frame (or 256 KiB chunk) within it, and accept() backs
-// off instead of spinning when descriptors or memory run out. Threads are
-// therefore bounded by the process's descriptor limit.
+// off instead of spinning when descriptors or memory run out. At most
+// max_connections are served at once (config.h, SOFTMPCOMM_MAX_CONNECTIONS,
+// says which one a newcomer displaces at the cap), so threads and memory
+// stay bounded however many clients connect.
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,7 @@ struct ServerOptions {
     uint32_t rails = 1;
     uint64_t max_slice = kDefaultMaxTransferSize;  // largest PUT / GET
     int idle_timeout_ms = kDefaultIdleTimeoutMs;
+    int max_connections = kDefaultMaxConnections;
 };
 
 class Server {
@@ -53,10 +56,17 @@ class Server {
     void shutdown();
 
  private:
+    // What a connection is doing, as far as the cap is concerned. The
+    // serving thread moves it along; the accept loop may move an anonymous
+    // or idle control connection to kEvicted (a compare-exchange, so a
+    // connection that just became busy or a data connection is never
+    // displaced).
+    enum class Role { kAnonymous, kControlIdle, kControlBusy, kData, kEvicted };
     struct Conn {
         int fd = -1;
         std::thread thread;
         std::atomic<bool> finished{false};
+        std::atomic<Role> role{Role::kAnonymous};
     };
 
     void acceptLoop();
@@ -64,13 +74,19 @@ class Server {
     // when the loop must stop.
     bool backOff(const char* why, int* backoffs);
     void reapFinished();
+    // With conns_mu_ held: whether a new connection may be served, after
+    // displacing one (see ServerOptions::max_connections) if at the cap.
+    bool admitLocked();
+    // Moves `conn` from `from` to `to`; false when the accept loop evicted
+    // it meanwhile (the caller then stops serving it).
+    static bool advance(Conn* conn, Role from, Role to);
     void serve(Conn* conn);
     // Receives one header and checks it for `stage`; false (after a log line
     // for a malformed one) when the connection must be closed. `peer` is
     // empty before HELLO.
     bool readRequest(int fd, ConnStage stage, const Deadline& deadline,
                      const std::string& peer, FrameHeader* header);
-    void serveControl(int fd, const std::string& peer);
+    void serveControl(Conn* conn, const std::string& peer);
     void serveData(int fd, uint32_t rail, const std::string& peer);
     // Each returns false when the connection must be closed.
     bool handlePut(int fd, uint32_t rail, const FrameHeader& request,
@@ -93,6 +109,7 @@ class Server {
     const uint32_t rails_;
     const RequestLimits limits_;
     const int idle_timeout_ms_;
+    const int max_connections_;
     MemoryTable* const memory_;
     int listen_fd_ = -1;
     int wake_pipe_[2] = {-1, -1};
@@ -102,6 +119,7 @@ class Server {
 
     std::mutex conns_mu_;
     bool closing_ = false;
+    uint64_t refused_in_a_row_ = 0;  // so a refusal burst logs once
     std::list<std::unique_ptr<Conn>> conns_;
 };
 

@@ -118,6 +118,33 @@ TEST(SoftMpcommConfig, BadTimeoutsAreRejectedNamingVariableAndValue) {
     }
 }
 
+TEST(SoftMpcommConfig, MaxConnectionsDefaultsTakesAndRejects) {
+    {
+        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", nullptr);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.max_connections, 1024);
+    }
+    for (const char* good : {"1", "65536"}) {
+        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", good);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.max_connections, std::stoi(good));
+    }
+    for (const char* bad : {"0", "-3", "many", "65537"}) {
+        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", bad);
+        detail::Config config;
+        std::string error;
+        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
+        EXPECT_EQ(error, std::string("invalid SOFTMPCOMM_MAX_CONNECTIONS='") +
+                             bad + "' (expected an integer in [1, 65536])");
+        MPComm comm;
+        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+    }
+}
+
 TEST(SoftMpcommInit, PortZeroAndOutOfRangeFail) {
     MPComm comm;
     EXPECT_EQ(comm.init("a", "", 0), MPCOMM_ERR_INVALID_ARG);

@@ -53,9 +53,12 @@ class HostileClients : public ::testing::Test {
     // The target's SOFTMPCOMM_IDLE_TIMEOUT_MS. Long here, so that a drop
     // seen well before it was caused by the frame checks, not the timeout.
     virtual const char* idleTimeoutMs() const { return "20000"; }
+    // The target's SOFTMPCOMM_MAX_CONNECTIONS (null: the default).
+    virtual const char* maxConnections() const { return nullptr; }
 
     void SetUp() override {
         ScopedEnv idle("SOFTMPCOMM_IDLE_TIMEOUT_MS", idleTimeoutMs());
+        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", maxConnections());
         ScopedEnv slice("MPCOMM_MAX_RDMA_TRANSFER_SIZE", "1048576");
         ScopedEnv qps("MPCOMM_QPS_PER_CONNECTION", "2");
         ScopedEnv filter("MPCOMM_NIC_FILTER", nullptr);
@@ -532,6 +535,40 @@ TEST_F(IdleClients, TricklingClientsAreDroppedAtTheFrameDeadline) {
     EXPECT_GE(closed_ms, 1000);
     EXPECT_TRUE(onlyArrivedBytesPlaced(kPage, 0xEE, sent));
     EXPECT_TRUE(waitRounds(1));
+}
+
+class CappedClients : public HostileClients {
+ protected:
+    // The well-behaved client holds 4 data connections (2 rails x 2 QPs).
+    const char* maxConnections() const override { return "24"; }
+};
+
+TEST_F(CappedClients, NewcomersDisplaceTheOldestIdleNeverADataConnection) {
+    // Older than every anonymous connection below, and idle throughout.
+    int data = openAs(ConnKind::kData);
+    std::vector<int> anonymous;
+    for (int i = 0; i < 27; ++i) anonymous.push_back(open());
+    // 4 + 1 + 19 filled the cap; each later newcomer (the last 8, and each
+    // query of the well-behaved client) displaced the oldest anonymous one,
+    // at once rather than at the 20 s idle timeout.
+    ASSERT_TRUE(waitRounds(2));
+    for (int i = 0; i < 8; ++i)
+        EXPECT_EQ(peerActionWithin(anonymous[i], kDropMs), PeerAction::kClosed)
+            << i;
+    // Oldest first: once one is seen closed, every older one is.
+    bool newer_closed = false;
+    for (int i = 26; i >= 0; --i) {
+        if (newer_closed)
+            EXPECT_EQ(peerActionWithin(anonymous[i], kDropMs),
+                      PeerAction::kClosed)
+                << i;
+        else
+            newer_closed =
+                peerActionWithin(anonymous[i], 0) == PeerAction::kClosed;
+    }
+    EXPECT_EQ(peerActionWithin(data, 0), PeerAction::kNothing);
+    EXPECT_EQ(rawPut(data, rawAddr(), raw_keys_[0], 0x5a, 64), MPCOMM_SUCCESS);
+    EXPECT_EQ(rawWindow()[63], 0x5a);
 }
 
 }  // namespace
