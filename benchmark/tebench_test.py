@@ -31,7 +31,9 @@ CONF = ('{"rpc_server_hostname":"127.0.0.1","transports":{"%s":{"enable":true},'
 COMMON = ["--backend=tent", "--xport_type=" + XPORT,
           "--tent_transport_hint=" + XPORT, "--metadata_type=p2p"]
 # Every process gets its own MPComm handshake port: below the ephemeral
-# range, outside TENT's 15000-17000, distinct between concurrent runs.
+# range, outside TENT's 15000-17000 and the two-process fixture's
+# 18000-23999 (tests/two_process_fixture.h), distinct between concurrent
+# runs.
 _PORT_BASE = 24000 + (os.getpid() % 790) * 10
 _launches = 0
 
