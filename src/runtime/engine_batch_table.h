@@ -1,0 +1,158 @@
+// EngineBatchTable: the engine's user batches, found by id without a lock
+// (private header).
+//
+// Why not a mutex and a map: every engine call names its batch by id, and
+// a status poll is a few nanoseconds in the transport; a table-wide mutex,
+// a map look-up and a shared_ptr copy per call cost more than the poll.
+//
+// How: a BatchID is (generation << 32) | slot. Slots are never freed while
+// the table lives (a freed batch's slot is reused by a later allocation),
+// so a pointer read from a slot is always to a live EngineBatch object; the
+// generation says whether that object is still the batch the caller means.
+// A slot's generation is odd while a batch is allocated in it and even
+// while it is free, so an id is valid exactly while its generation is the
+// slot's current one.
+//
+// Status readers take no lock: they pin the batch (a counter) and then
+// check the generation; freeBatch() moves the generation first and then
+// waits for the pins to drain before it frees the sub-batches. Both sides
+// use sequentially consistent operations, so at least one of them sees the
+// other: either the reader sees the new generation and touches nothing, or
+// the freer sees the pin and waits for it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "tent/common/types.h"
+#include "tent/runtime/transport.h"
+
+namespace mooncake::tent {
+
+// A user batch. Each transport that carries one of its requests gets one
+// sub-batch (allocated on first use, with the batch's capacity); a user
+// task id maps to (transport, sub-task id), or to no transport when the
+// request could not be routed or issued (it then reads FAILED).
+struct EngineBatch {
+    struct TaskRef {
+        Transport* transport = nullptr;
+        Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
+        int sub_task = -1;
+    };
+    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
+
+    // Odd while allocated; see the file comment.
+    std::atomic<uint32_t> generation{0};
+    // Status readers inside this batch right now.
+    std::atomic<uint32_t> pins{0};
+    // Tasks [0, published) are routed and readable without `mu`; a
+    // submission fills its TaskRefs first and then moves this (release).
+    std::atomic<size_t> published{0};
+
+    // This batch's index in the table; fixed.
+    uint32_t slot = 0;
+    // Set by allocate() before the id is handed out; fixed while live.
+    size_t capacity = 0;
+    // Sized to at least `capacity` (it only grows, up to a bound), so that
+    // a submission never moves the TaskRefs a reader may be reading.
+    std::vector<TaskRef> tasks;
+
+    std::mutex mu;  // serialises submissions and the start of a free
+    // Under mu: set while freeBatch() waits, so no task is submitted
+    // meanwhile and a second freeBatch() is refused.
+    bool freeing = false;
+    // Under mu (and by the freer once the generation moved): the
+    // sub-batches, inline for the first two transports so that a batch
+    // allocates nothing for them.
+    static constexpr size_t kInlineSubs = 2;
+    std::array<SubEntry, kInlineSubs> inline_subs{};
+    std::vector<SubEntry> more_subs;
+    size_t sub_count = 0;
+
+    SubEntry& subAt(size_t i) {
+        return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
+    }
+    // The sub-batch of `transport`, allocated on first use; null when the
+    // transport refused to allocate one. Caller holds mu.
+    Transport::SubBatchRef subOf(Transport* transport, Status& s);
+    // Frees every sub-batch and empties the batch for reuse; called once
+    // no reader or submitter can reach it any more.
+    void reset();
+
+    // Pins the batch for a lock-free read when `generation` is still
+    // `expected`; false (and nothing held) otherwise.
+    bool pin(uint32_t expected) {
+        pins.fetch_add(1, std::memory_order_seq_cst);
+        if (generation.load(std::memory_order_seq_cst) == expected) {
+            return true;
+        }
+        unpin();
+        return false;
+    }
+    void unpin() { pins.fetch_sub(1, std::memory_order_release); }
+};
+
+// Unpins on scope exit.
+class EngineBatchPin {
+ public:
+    explicit EngineBatchPin(EngineBatch* batch) : batch_(batch) {}
+    ~EngineBatchPin() {
+        if (batch_ != nullptr) batch_->unpin();
+    }
+    EngineBatchPin(const EngineBatchPin&) = delete;
+    EngineBatchPin& operator=(const EngineBatchPin&) = delete;
+
+ private:
+    EngineBatch* batch_;
+};
+
+class EngineBatchTable {
+ public:
+    // Slots per chunk, and chunks at most: 4M batches allocated at once.
+    static constexpr uint32_t kChunkBits = 10;
+    static constexpr uint32_t kChunkSlots = 1u << kChunkBits;
+    static constexpr uint32_t kMaxChunks = 4096;
+
+    EngineBatchTable() = default;
+    ~EngineBatchTable();
+    EngineBatchTable(const EngineBatchTable&) = delete;
+    EngineBatchTable& operator=(const EngineBatchTable&) = delete;
+
+    // A fresh id for a batch of `capacity` tasks; 0 when the table is full.
+    BatchID allocate(size_t capacity);
+    // The batch object `id` names, or null when the id was never handed
+    // out. Whether it is still `id`'s batch is for the caller to check
+    // against generationOf(id): under the batch's mu, or with pin().
+    EngineBatch* lookup(BatchID id) const;
+    static uint32_t generationOf(BatchID id) {
+        return static_cast<uint32_t>(id >> 32);
+    }
+    // The generation a free moves a live batch to.
+    static uint32_t nextGeneration(uint32_t generation);
+    // Puts a freed batch's slot back for reuse. The caller moved its
+    // generation (under its mu) already, so no new reader or submitter
+    // gets in; this waits for the readers pinned before that, then frees
+    // the sub-batches.
+    void recycle(EngineBatch* batch);
+    // Frees the sub-batches of every batch still allocated (teardown, no
+    // call running).
+    void releaseAll();
+
+ private:
+    using Chunk = std::array<std::atomic<EngineBatch*>, kChunkSlots>;
+
+    // The object in the slot of `id`'s low 32 bits, or null.
+    EngineBatch* slotOf(BatchID id) const;
+
+    std::mutex mu_;  // guards free_ and slot creation
+    std::vector<uint32_t> free_;
+    uint32_t slot_count_ = 0;
+    std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
+};
+
+}  // namespace mooncake::tent
