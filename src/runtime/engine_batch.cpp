@@ -10,8 +10,9 @@
 //
 // Status reads take no lock: the batch is found and pinned through
 // EngineBatchTable (see engine_batch_table.h), and only the tasks a
-// finished submission published are read. Submissions and the start of a
-// free take the batch's own mutex.
+// finished submission published are read. A submission or a free claims
+// the batch with one compare-and-swap on its state word instead of a
+// mutex.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -79,31 +80,22 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     EngineBatch* batch = batches_.lookup(batch_id);
     if (batch == nullptr) return unknownBatch("freeBatch", batch_id);
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
-    size_t in_flight = 0;
-    Status s;
-    {
-        std::lock_guard<std::mutex> lock(batch->mu);
-        // The generation first: once it moved, nothing else here is this
-        // caller's to read.
-        if (batch->generation.load(std::memory_order_acquire) != generation) {
+    switch (batch->claim(generation, EngineBatch::kFreeing)) {
+        case EngineBatch::Claim::kOk:
+            break;
+        case EngineBatch::Claim::kUnknown:
             return unknownBatch("freeBatch", batch_id);
-        }
-        if (batch->freeing) {
+        case EngineBatch::Claim::kFreeing:
             return Status::InvalidArgument("freeBatch: batch " +
                                            std::to_string(batch_id) +
                                            " is already being freed");
-        }
-        // First count under the same lock: a batch whose tasks are done
-        // is freed with this one lock.
-        s = countInFlight(*batch, in_flight);
-        if (!s.ok()) return s;
-        if (in_flight == 0) {
-            batch->generation.store(
-                EngineBatchTable::nextGeneration(generation),
-                std::memory_order_seq_cst);
-        } else {
-            batch->freeing = true;
-        }
+    }
+    // Holding kFreeing: no submission gets in while this counts and waits.
+    size_t in_flight = 0;
+    Status s = countInFlight(*batch, in_flight);
+    if (!s.ok()) {
+        batch->unclaim(generation);
+        return s;
     }
     if (in_flight > 0) {
         // The configuration and the clock are read only when there is
@@ -112,9 +104,9 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
             conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
         const auto deadline = std::chrono::steady_clock::now() +
                               std::chrono::milliseconds(wait_ms);
-        // Transports report completion only when polled, so this polls
-        // (no submission gets in while `freeing` is set), with a pause that
-        // grows to 1 ms so a long wait does not burn a core.
+        // Transports report completion only when polled, so this polls,
+        // with a pause that grows to 1 ms so a long wait does not burn a
+        // core.
         for (int round = 0; s.ok() && in_flight > 0; ++round) {
             if (std::chrono::steady_clock::now() >= deadline) break;
             if (round < 100) {
@@ -125,9 +117,8 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
             }
             s = countInFlight(*batch, in_flight);
         }
-        std::lock_guard<std::mutex> lock(batch->mu);
         if (!s.ok() || in_flight > 0) {
-            batch->freeing = false;
+            batch->unclaim(generation);
             if (!s.ok()) return s;
             return Status::InvalidArgument(
                 "freeBatch: batch " + std::to_string(batch_id) + " still has " +
@@ -136,9 +127,12 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
                 std::to_string(wait_ms) +
                 " ms; it stays allocated, free it again once they finish");
         }
-        batch->generation.store(EngineBatchTable::nextGeneration(generation),
-                                std::memory_order_seq_cst);
     }
+    // Sequentially consistent against pin(): either a reader sees the new
+    // generation, or recycle() sees its pin and waits for it.
+    batch->state.store(
+        EngineBatch::idleState(EngineBatchTable::nextGeneration(generation)),
+        std::memory_order_seq_cst);
     // The id is invalid from here on; a status poll that pinned the batch
     // before keeps its sub-batches alive until it returns.
     batches_.recycle(batch);
@@ -150,17 +144,24 @@ Status TransferEngineImpl::submitTransfer(
     if (!available()) return notAvailable();
     EngineBatch* batch = batches_.lookup(batch_id);
     if (batch == nullptr) return unknownBatch("submitTransfer", batch_id);
-    std::lock_guard<std::mutex> lock(batch->mu);
-    if (batch->generation.load(std::memory_order_acquire) !=
-        EngineBatchTable::generationOf(batch_id)) {
-        return unknownBatch("submitTransfer", batch_id);
+    const uint32_t generation = EngineBatchTable::generationOf(batch_id);
+    switch (batch->claim(generation, EngineBatch::kSubmitting)) {
+        case EngineBatch::Claim::kOk:
+            break;
+        case EngineBatch::Claim::kUnknown:
+            return unknownBatch("submitTransfer", batch_id);
+        case EngineBatch::Claim::kFreeing:
+            return Status::InvalidArgument("submitTransfer: batch " +
+                                           std::to_string(batch_id) +
+                                           " is being freed");
     }
-    if (batch->freeing) {
-        return Status::InvalidArgument("submitTransfer: batch " +
-                                       std::to_string(batch_id) +
-                                       " is being freed");
-    }
-    // Only submissions (under mu) move it.
+    // Lets go of kSubmitting on every return below.
+    struct Unclaim {
+        EngineBatch* batch;
+        uint32_t generation;
+        ~Unclaim() { batch->unclaim(generation); }
+    } unclaim{batch, generation};
+    // Only submissions (holding kSubmitting) move it.
     const size_t base = batch->published.load(std::memory_order_relaxed);
     if (request_list.size() > batch->capacity - base) {
         return Status::TooManyRequests(

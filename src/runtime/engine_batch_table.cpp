@@ -38,6 +38,28 @@ Transport::SubBatchRef EngineBatch::subOf(Transport* transport, Status& s) {
     return sub;
 }
 
+EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flag) {
+    const uint64_t idle = idleState(expected);
+    for (int round = 0;; ++round) {
+        uint64_t seen = idle;
+        if (state.compare_exchange_weak(seen, idle | flag,
+                                        std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+            return Claim::kOk;
+        }
+        if ((seen >> 2) != expected) return Claim::kUnknown;
+        if ((seen & kFreeing) != 0) return Claim::kFreeing;
+        if (seen == idle) continue;  // a spurious failure
+        // Another submission to this batch: they are short (nothing in
+        // them waits longer than a transport's submit), so yield.
+        if (round < 100) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(10));
+        }
+    }
+}
+
 void EngineBatch::reset() {
     for (size_t i = 0; i < sub_count; ++i) {
         SubEntry& entry = subAt(i);
@@ -50,7 +72,6 @@ void EngineBatch::reset() {
     }
     more_subs.clear();
     sub_count = 0;
-    freeing = false;
     published.store(0, std::memory_order_relaxed);
     if (tasks.size() > kKeptTasks) std::vector<TaskRef>().swap(tasks);
 }
@@ -66,45 +87,70 @@ EngineBatchTable::~EngineBatchTable() {
     }
 }
 
-BatchID EngineBatchTable::allocate(size_t capacity) {
-    EngineBatch* batch = nullptr;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!free_.empty()) {
-            batch = slotOf(free_.back());
-            free_.pop_back();
-        } else {
-            if (slot_count_ == kChunkSlots * kMaxChunks) {
-                LOG(ERROR) << "allocateBatch: " << slot_count_
-                           << " batches are allocated already, the most "
-                              "one engine holds at once";
-                return 0;
-            }
-            const uint32_t slot = slot_count_;
-            std::atomic<Chunk*>& chunk_ref = chunks_[slot >> kChunkBits];
-            Chunk* chunk = chunk_ref.load(std::memory_order_relaxed);
-            if (chunk == nullptr) {
-                chunk = new Chunk();
-                for (std::atomic<EngineBatch*>& entry : *chunk) {
-                    entry.store(nullptr, std::memory_order_relaxed);
-                }
-                chunk_ref.store(chunk, std::memory_order_release);
-            }
-            batch = new EngineBatch();
-            batch->slot = slot;
-            (*chunk)[slot & (kChunkSlots - 1)].store(batch,
-                                                     std::memory_order_release);
-            ++slot_count_;
+EngineBatch* EngineBatchTable::popFree() {
+    uint64_t head = free_head_.load(std::memory_order_acquire);
+    for (;;) {
+        const uint32_t top = static_cast<uint32_t>(head);
+        if (top == 0) return nullptr;
+        EngineBatch* batch = slotOf(top - 1);
+        // May be stale when another thread pops `top` meanwhile; the swap
+        // then fails, because the pop count moved.
+        const uint32_t next = batch->next_free.load(std::memory_order_relaxed);
+        const uint64_t popped = ((head >> 32) + 1) << 32 | next;
+        if (free_head_.compare_exchange_weak(head, popped,
+                                             std::memory_order_acquire,
+                                             std::memory_order_acquire)) {
+            return batch;
         }
+    }
+}
+
+void EngineBatchTable::pushFree(EngineBatch* batch) {
+    uint64_t head = free_head_.load(std::memory_order_relaxed);
+    uint64_t pushed;
+    do {
+        batch->next_free.store(static_cast<uint32_t>(head),
+                               std::memory_order_relaxed);
+        pushed = (head & ~0xffffffffull) | (batch->slot + 1);
+        // Release: the next owner sees the batch emptied by reset().
+    } while (!free_head_.compare_exchange_weak(
+        head, pushed, std::memory_order_release, std::memory_order_relaxed));
+}
+
+BatchID EngineBatchTable::allocate(size_t capacity) {
+    EngineBatch* batch = popFree();
+    if (batch == nullptr) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (slot_count_ == kChunkSlots * kMaxChunks) {
+            LOG(ERROR) << "allocateBatch: " << slot_count_
+                       << " batches are allocated already, the most one "
+                          "engine holds at once";
+            return 0;
+        }
+        const uint32_t slot = slot_count_;
+        std::atomic<Chunk*>& chunk_ref = chunks_[slot >> kChunkBits];
+        Chunk* chunk = chunk_ref.load(std::memory_order_relaxed);
+        if (chunk == nullptr) {
+            chunk = new Chunk();
+            for (std::atomic<EngineBatch*>& entry : *chunk) {
+                entry.store(nullptr, std::memory_order_relaxed);
+            }
+            chunk_ref.store(chunk, std::memory_order_release);
+        }
+        batch = new EngineBatch();
+        batch->slot = slot;
+        (*chunk)[slot & (kChunkSlots - 1)].store(batch,
+                                                 std::memory_order_release);
+        ++slot_count_;
     }
     // The slot is this thread's alone until the id is returned: a stale
     // id fails the generation check before it reads anything else.
     batch->capacity = capacity;
     if (batch->tasks.size() < capacity) batch->tasks.resize(capacity);
-    const uint32_t generation =
-        (batch->generation.load(std::memory_order_relaxed) + 1) &
-        kGenerationMask;
-    batch->generation.store(generation, std::memory_order_release);
+    const uint32_t generation = nextGeneration(static_cast<uint32_t>(
+        batch->state.load(std::memory_order_relaxed) >> 2));
+    batch->state.store(EngineBatch::idleState(generation),
+                       std::memory_order_release);
     return (static_cast<BatchID>(generation) << 32) | batch->slot;
 }
 
@@ -135,21 +181,19 @@ void EngineBatchTable::recycle(EngineBatch* batch) {
         }
     }
     batch->reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(batch->slot);
+    pushFree(batch);
 }
 
 void EngineBatchTable::releaseAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t slot = 0; slot < slot_count_; ++slot) {
         EngineBatch* batch = slotOf(slot);
-        const uint32_t generation =
-            batch->generation.load(std::memory_order_relaxed);
+        const uint32_t generation = batch->generation();
         if ((generation & 1) == 0) continue;  // free already
-        batch->generation.store((generation + 1) & kGenerationMask,
-                                std::memory_order_seq_cst);
+        batch->state.store(EngineBatch::idleState(nextGeneration(generation)),
+                           std::memory_order_seq_cst);
         batch->reset();
-        free_.push_back(slot);
+        pushFree(batch);
     }
 }
 

@@ -46,11 +46,18 @@ struct EngineBatch {
     };
     using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
 
-    // Odd while allocated; see the file comment.
-    std::atomic<uint32_t> generation{0};
+    // (generation << 2) | kSubmitting | kFreeing. The generation is odd
+    // while allocated (see the file comment); a submission or a free owns
+    // the batch's routing state while it holds its flag, which replaces a
+    // mutex: claiming is one compare-and-swap, letting go a plain store.
+    static constexpr uint64_t kSubmitting = 1;
+    // Held while freeBatch() counts and waits for tasks in flight: no task
+    // is submitted meanwhile and a second freeBatch() is refused.
+    static constexpr uint64_t kFreeing = 2;
+    std::atomic<uint64_t> state{0};
     // Status readers inside this batch right now.
     std::atomic<uint32_t> pins{0};
-    // Tasks [0, published) are routed and readable without `mu`; a
+    // Tasks [0, published) are routed and readable without a claim; a
     // submission fills its TaskRefs first and then moves this (release).
     std::atomic<size_t> published{0};
 
@@ -62,13 +69,9 @@ struct EngineBatch {
     // a submission never moves the TaskRefs a reader may be reading.
     std::vector<TaskRef> tasks;
 
-    std::mutex mu;  // serialises submissions and the start of a free
-    // Under mu: set while freeBatch() waits, so no task is submitted
-    // meanwhile and a second freeBatch() is refused.
-    bool freeing = false;
-    // Under mu (and by the freer once the generation moved): the
-    // sub-batches, inline for the first two transports so that a batch
-    // allocates nothing for them.
+    // The holder of a flag in `state` (or the freer, once the generation
+    // moved) owns these: the sub-batches, inline for the first two
+    // transports so that a batch allocates nothing for them.
     static constexpr size_t kInlineSubs = 2;
     std::array<SubEntry, kInlineSubs> inline_subs{};
     std::vector<SubEntry> more_subs;
@@ -78,17 +81,38 @@ struct EngineBatch {
         return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
     }
     // The sub-batch of `transport`, allocated on first use; null when the
-    // transport refused to allocate one. Caller holds mu.
+    // transport refused to allocate one. Caller holds kSubmitting.
     Transport::SubBatchRef subOf(Transport* transport, Status& s);
     // Frees every sub-batch and empties the batch for reuse; called once
     // no reader or submitter can reach it any more.
     void reset();
 
-    // Pins the batch for a lock-free read when `generation` is still
+    // Next free slot while this one is on the table's free list.
+    std::atomic<uint32_t> next_free{0};
+
+    static uint64_t idleState(uint32_t generation) {
+        return static_cast<uint64_t>(generation) << 2;
+    }
+    uint32_t generation() const {
+        return static_cast<uint32_t>(state.load(std::memory_order_acquire) >>
+                                     2);
+    }
+
+    enum class Claim { kOk, kUnknown, kFreeing };
+    // Sets `flag` (kSubmitting or kFreeing) while the batch is generation
+    // `expected` and holds no flag, waiting out a submission in progress.
+    // kUnknown: no longer that batch; kFreeing: a free holds it.
+    Claim claim(uint32_t expected, uint64_t flag);
+    // Lets go of a flag claimed for generation `generation`.
+    void unclaim(uint32_t generation) {
+        state.store(idleState(generation), std::memory_order_release);
+    }
+
+    // Pins the batch for a lock-free read when it is still generation
     // `expected`; false (and nothing held) otherwise.
     bool pin(uint32_t expected) {
         pins.fetch_add(1, std::memory_order_seq_cst);
-        if (generation.load(std::memory_order_seq_cst) == expected) {
+        if ((state.load(std::memory_order_seq_cst) >> 2) == expected) {
             return true;
         }
         unpin();
@@ -127,7 +151,7 @@ class EngineBatchTable {
     BatchID allocate(size_t capacity);
     // The batch object `id` names, or null when the id was never handed
     // out. Whether it is still `id`'s batch is for the caller to check
-    // against generationOf(id): under the batch's mu, or with pin().
+    // against generationOf(id): with claim(), or with pin().
     EngineBatch* lookup(BatchID id) const;
     static uint32_t generationOf(BatchID id) {
         return static_cast<uint32_t>(id >> 32);
@@ -135,7 +159,7 @@ class EngineBatchTable {
     // The generation a free moves a live batch to.
     static uint32_t nextGeneration(uint32_t generation);
     // Puts a freed batch's slot back for reuse. The caller moved its
-    // generation (under its mu) already, so no new reader or submitter
+    // generation already (holding kFreeing), so no new reader or submitter
     // gets in; this waits for the readers pinned before that, then frees
     // the sub-batches.
     void recycle(EngineBatch* batch);
@@ -148,9 +172,14 @@ class EngineBatchTable {
 
     // The object in the slot of `id`'s low 32 bits, or null.
     EngineBatch* slotOf(BatchID id) const;
+    EngineBatch* popFree();
+    void pushFree(EngineBatch* batch);
 
-    std::mutex mu_;  // guards free_ and slot creation
-    std::vector<uint32_t> free_;
+    // Free slots, a lock-free stack: (pop count << 32) | (slot + 1), 0 in
+    // the low half when empty. The count in the high half makes a pop
+    // that raced with a pop and a push of the same slot fail its swap.
+    std::atomic<uint64_t> free_head_{0};
+    std::mutex mu_;  // guards making new slots
     uint32_t slot_count_ = 0;
     std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
 };
