@@ -66,6 +66,8 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
     in_flight = 0;
     const size_t count = batch.published.load(std::memory_order_acquire);
     for (size_t i = 0; i < count; ++i) {
+        // Acquire: the reader that saw it final saw the transfer done.
+        if (batch.tasks[i].settled.load(std::memory_order_acquire)) continue;
         TransferStatus status;
         // Polling also drives progress on transports that complete tasks
         // when asked.
@@ -277,13 +279,20 @@ Status TransferEngineImpl::submitTransfer(
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                                       TransferStatus& status) {
-    const EngineBatch::TaskRef& ref = batch.tasks[task_id];
+    EngineBatch::TaskRef& ref = batch.tasks[task_id];
     if (!ref.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
         return Status::OK();
     }
-    return ref.transport->getTransferStatus(ref.sub, ref.sub_task, status);
+    CHECK_STATUS(
+        ref.transport->getTransferStatus(ref.sub, ref.sub_task, status));
+    // A load first, so that polls of a task already settled write nothing.
+    if (status.s != PENDING && status.s != INITIAL &&
+        !ref.settled.load(std::memory_order_relaxed)) {
+        ref.settled.store(true, std::memory_order_release);
+    }
+    return Status::OK();
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,

@@ -40,9 +40,29 @@ namespace mooncake::tent {
 // request could not be routed or issued (it then reads FAILED).
 struct EngineBatch {
     struct TaskRef {
+        TaskRef() = default;
+        // Copyable for the vector; only a submission writes a whole one.
+        TaskRef(const TaskRef& other)
+            : transport(other.transport),
+              sub(other.sub),
+              sub_task(other.sub_task),
+              settled(other.settled.load(std::memory_order_relaxed)) {}
+        TaskRef& operator=(const TaskRef& other) {
+            transport = other.transport;
+            sub = other.sub;
+            sub_task = other.sub_task;
+            settled.store(other.settled.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+            return *this;
+        }
+
         Transport* transport = nullptr;
         Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
         int sub_task = -1;
+        // Set (release) by the first status read that saw the task final:
+        // a final status never changes, so freeBatch() need not ask the
+        // transport about this task again.
+        std::atomic<bool> settled{false};
     };
     using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
 
