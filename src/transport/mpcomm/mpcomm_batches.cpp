@@ -123,7 +123,7 @@ size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    slot.status = resolvePeer(target, slot.peer);
+    slot.status = resolvePeer(target, slot.peer, sub.retired);
     return index;
 }
 
@@ -216,6 +216,8 @@ Status MpcommTransport::submitTransferTasks(
         sub->hashed = false;
     }
     slots.clear();
+    // No slot points at an evicted resolution any more.
+    sub->retired.clear();
     // Publishes the filled tasks to pollers.
     sub->count.store(used + request_list.size(), std::memory_order_release);
     return Status::OK();
