@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <thread>
+#include <unordered_map>
 
 namespace mooncake::tent {
 
@@ -19,7 +20,56 @@ constexpr uint32_t kGenerationMask = 0x7fffffffu;
 // of keeping it for the slot's next batch.
 constexpr size_t kKeptTasks = 4096;
 
+// The tables alive, by uid: a thread's cached slot goes back to its
+// table only while the table exists. Touched on construction, destruction
+// and when a thread's cache changes table or the thread exits, never on
+// the per-batch path.
+std::mutex& tablesMu() {
+    static std::mutex mu;
+    return mu;
+}
+std::unordered_map<uint64_t, EngineBatchTable*>& liveTables() {
+    static auto* tables = new std::unordered_map<uint64_t, EngineBatchTable*>;
+    return *tables;
+}
+
 }  // namespace
+
+// One freed slot per thread. A thread that frees a batch and allocates
+// the next, the usual loop, then takes no compare-and-swap on the shared
+// free list for either; the slot is this thread's alone while cached.
+struct EngineSlotCache {
+    uint64_t table = 0;  // uid of the slot's table; 0 while empty
+    EngineBatch* batch = nullptr;
+
+    // Gives the cached slot back to its table, if the table still exists.
+    void drop() {
+        if (table == 0) return;
+        std::lock_guard<std::mutex> lock(tablesMu());
+        auto it = liveTables().find(table);
+        if (it != liveTables().end()) it->second->pushFree(batch);
+        table = 0;
+        batch = nullptr;
+    }
+    ~EngineSlotCache() { drop(); }
+};
+
+namespace {
+
+EngineSlotCache& slotCache() {
+    thread_local EngineSlotCache cache;
+    return cache;
+}
+
+std::atomic<uint64_t> g_next_table_uid{1};
+
+}  // namespace
+
+EngineBatchTable::EngineBatchTable()
+    : uid_(g_next_table_uid.fetch_add(1, std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(tablesMu());
+    liveTables()[uid_] = this;
+}
 
 Transport::SubBatchRef EngineBatch::subOf(Transport* transport, Status& s) {
     // A batch uses one or two transports: a scan beats a map.
@@ -77,6 +127,12 @@ void EngineBatch::reset() {
 }
 
 EngineBatchTable::~EngineBatchTable() {
+    {
+        // From here on no thread's cache gives a slot back to this table;
+        // one still cached is deleted below with the rest.
+        std::lock_guard<std::mutex> lock(tablesMu());
+        liveTables().erase(uid_);
+    }
     for (std::atomic<Chunk*>& chunk_ref : chunks_) {
         Chunk* chunk = chunk_ref.load(std::memory_order_acquire);
         if (chunk == nullptr) break;  // chunks are created in order
@@ -118,7 +174,15 @@ void EngineBatchTable::pushFree(EngineBatch* batch) {
 }
 
 BatchID EngineBatchTable::allocate(size_t capacity) {
-    EngineBatch* batch = popFree();
+    EngineBatch* batch = nullptr;
+    EngineSlotCache& cache = slotCache();
+    if (cache.table == uid_) {
+        batch = cache.batch;
+        cache.table = 0;
+        cache.batch = nullptr;
+    } else {
+        batch = popFree();
+    }
     if (batch == nullptr) {
         std::lock_guard<std::mutex> lock(mu_);
         if (slot_count_ == kChunkSlots * kMaxChunks) {
@@ -181,7 +245,18 @@ void EngineBatchTable::recycle(EngineBatch* batch) {
         }
     }
     batch->reset();
-    pushFree(batch);
+    EngineSlotCache& cache = slotCache();
+    if (cache.table != 0 && cache.table != uid_) {
+        // This thread moved to another engine: the old one gets its slot
+        // back.
+        cache.drop();
+    }
+    if (cache.table == 0) {
+        cache.table = uid_;
+        cache.batch = batch;
+    } else {
+        pushFree(batch);
+    }
 }
 
 void EngineBatchTable::releaseAll() {

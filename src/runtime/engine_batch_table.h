@@ -162,7 +162,7 @@ class EngineBatchTable {
     static constexpr uint32_t kChunkSlots = 1u << kChunkBits;
     static constexpr uint32_t kMaxChunks = 4096;
 
-    EngineBatchTable() = default;
+    EngineBatchTable();
     ~EngineBatchTable();
     EngineBatchTable(const EngineBatchTable&) = delete;
     EngineBatchTable& operator=(const EngineBatchTable&) = delete;
@@ -194,6 +194,10 @@ class EngineBatchTable {
     EngineBatch* slotOf(BatchID id) const;
     EngineBatch* popFree();
     void pushFree(EngineBatch* batch);
+    friend struct EngineSlotCache;
+
+    // Names this table in the threads' slot caches; process-wide unique.
+    const uint64_t uid_;
 
     // Free slots, a lock-free stack: (pop count << 32) | (slot + 1), 0 in
     // the low half when empty. The count in the high half makes a pop
