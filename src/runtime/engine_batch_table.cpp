@@ -12,8 +12,8 @@ namespace mooncake::tent {
 
 namespace {
 
-// Generations stay below 2^31 so that an id stays positive as an int64
-// (the C API hands ids out as signed integers).
+// Generations stay below 2^31 so that an id stays positive for a caller
+// that keeps it in a signed 64-bit integer (a binding, a log field).
 constexpr uint32_t kGenerationMask = 0x7fffffffu;
 
 // A batch freed with more TaskRefs than this gives the memory back instead

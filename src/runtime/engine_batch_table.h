@@ -11,7 +11,9 @@
 // generation says whether that object is still the batch the caller means.
 // A slot's generation is odd while a batch is allocated in it and even
 // while it is free, so an id is valid exactly while its generation is the
-// slot's current one.
+// slot's current one. Generations have 31 bits (ids stay positive as a
+// signed 64-bit integer): a stale id could match again only after 2^30 reuses
+// of its slot.
 //
 // Status readers take no lock: they pin the batch (a counter) and then
 // check the generation; freeBatch() moves the generation first and then
