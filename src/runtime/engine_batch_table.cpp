@@ -4,6 +4,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +16,16 @@ namespace {
 // Generations stay below 2^31 so that an id stays positive for a caller
 // that keeps it in a signed 64-bit integer (a binding, a log field).
 constexpr uint32_t kGenerationMask = 0x7fffffffu;
+
+// Waiting on another thread: yield first, then sleep, up to 1 ms a time.
+void backoff(int round) {
+    if (round < 100) {
+        std::this_thread::yield();
+    } else {
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+    }
+}
 
 // A batch freed with more TaskRefs than this gives the memory back instead
 // of keeping it for the slot's next batch.
@@ -100,13 +111,11 @@ EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flag) {
         if ((seen >> 2) != expected) return Claim::kUnknown;
         if ((seen & kFreeing) != 0) return Claim::kFreeing;
         if (seen == idle) continue;  // a spurious failure
-        // Another submission to this batch: they are short (nothing in
-        // them waits longer than a transport's submit), so yield.
-        if (round < 100) {
-            std::this_thread::yield();
-        } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(10));
-        }
+        // Another submission to this batch. Most are short, but one may
+        // wait on a peer's handshake (up to transports/mpcomm/
+        // connect_timeout_ms), so the pause grows to 1 ms rather than
+        // spin a core for that long, as the mutex this replaces slept.
+        backoff(round);
     }
 }
 
@@ -238,11 +247,7 @@ void EngineBatchTable::recycle(EngineBatch* batch) {
     // be polling its sub-batches; they leave within one status call.
     for (int round = 0; batch->pins.load(std::memory_order_seq_cst) != 0;
          ++round) {
-        if (round < 100) {
-            std::this_thread::yield();
-        } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(10));
-        }
+        backoff(round);
     }
     batch->reset();
     EngineSlotCache& cache = slotCache();
