@@ -7,78 +7,21 @@
 // done only once it no longer touches its local buffer), and refuses with
 // an error naming the count and the key when some are still in flight;
 // the batch then stays allocated and can be freed again later.
+//
+// Status reads take no lock: the batch is found and pinned through
+// EngineBatchTable (see engine_batch_table.h), and only the tasks a
+// finished submission published are read. A submission or a free claims
+// the batch with one compare-and-swap on its state word instead of a
+// mutex.
 #include <glog/logging.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <map>
 #include <thread>
 
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
-
-// A user batch. Each transport that carries one of its requests gets one
-// sub-batch (allocated on first use, with the batch's capacity); a user
-// task id maps to (transport, sub-task id), or to no transport when the
-// request could not be routed or issued (it then reads FAILED).
-struct TransferEngineImpl::Batch {
-    struct TaskRef {
-        Transport* transport = nullptr;
-        Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
-        int sub_task = -1;
-    };
-
-    explicit Batch(size_t cap) : capacity(cap) {}
-    ~Batch() {
-        for (size_t i = 0; i < sub_count; ++i) {
-            auto& entry = subAt(i);
-            Status s = entry.first->freeSubBatch(entry.second);
-            if (!s.ok()) {
-                LOG(WARNING) << "Transport " << entry.first->getName()
-                             << " could not free a sub-batch: " << s.message();
-            }
-        }
-    }
-
-    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
-
-    SubEntry& subAt(size_t i) {
-        return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
-    }
-
-    // The sub-batch of `transport`, allocated on first use; null when the
-    // transport refused to allocate one.
-    Transport::SubBatchRef subOf(Transport* transport, Status& s) {
-        // A batch uses one or two transports: a scan beats a map.
-        for (size_t i = 0; i < sub_count; ++i) {
-            if (subAt(i).first == transport) return subAt(i).second;
-        }
-        Transport::SubBatchRef sub = nullptr;
-        s = transport->allocateSubBatch(sub, capacity);
-        if (!s.ok()) return nullptr;
-        if (sub_count < kInlineSubs) {
-            inline_subs[sub_count] = {transport, sub};
-        } else {
-            more_subs.emplace_back(transport, sub);
-        }
-        ++sub_count;
-        return sub;
-    }
-
-    const size_t capacity;
-    std::mutex mu;  // guards tasks, the sub-batches and freeing
-    std::vector<TaskRef> tasks;
-    // The sub-batches, inline for the first two transports so that a
-    // batch allocates nothing for them.
-    static constexpr size_t kInlineSubs = 2;
-    std::array<SubEntry, kInlineSubs> inline_subs{};
-    std::vector<SubEntry> more_subs;
-    size_t sub_count = 0;
-    // Set while freeBatch() waits, so no task is submitted meanwhile.
-    bool freeing = false;
-};
 
 namespace {
 
@@ -87,16 +30,17 @@ Status unknownBatch(const char* operation, BatchID id) {
                                    ": unknown batch id " + std::to_string(id));
 }
 
-}  // namespace
-
-Status TransferEngineImpl::findBatch(const char* operation, BatchID id,
-                                     std::shared_ptr<Batch>& batch) const {
-    std::lock_guard<std::mutex> lock(batch_mu_);
-    auto it = batches_.find(id);
-    if (it == batches_.end()) return unknownBatch(operation, id);
-    batch = it->second;
-    return Status::OK();
+// The batch `id` names, pinned for a lock-free read; null when the id is
+// not allocated (never, or freed already).
+EngineBatch* pinBatch(const EngineBatchTable& table, BatchID id) {
+    EngineBatch* batch = table.lookup(id);
+    if (batch == nullptr || !batch->pin(EngineBatchTable::generationOf(id))) {
+        return nullptr;
+    }
+    return batch;
 }
+
+}  // namespace
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
     for (const Loaded& l : transports_) {
@@ -114,21 +58,16 @@ BatchID TransferEngineImpl::allocateBatch(size_t batch_size) {
         LOG(ERROR) << "allocateBatch: batch size must be positive";
         return 0;
     }
-    std::lock_guard<std::mutex> lock(batch_mu_);
-    BatchID id = next_batch_id_++;
-    batches_[id] = std::make_shared<Batch>(batch_size);
-    return id;
+    return batches_.allocate(batch_size);
 }
 
-Status TransferEngineImpl::countInFlight(Batch& batch, size_t& in_flight) {
-    std::lock_guard<std::mutex> lock(batch.mu);
-    return countInFlightLocked(batch, in_flight);
-}
-
-Status TransferEngineImpl::countInFlightLocked(Batch& batch,
-                                               size_t& in_flight) {
+Status TransferEngineImpl::countInFlight(EngineBatch& batch,
+                                         size_t& in_flight) {
     in_flight = 0;
-    for (size_t i = 0; i < batch.tasks.size(); ++i) {
+    const size_t count = batch.published.load(std::memory_order_acquire);
+    for (size_t i = 0; i < count; ++i) {
+        // Acquire: the reader that saw it final saw the transfer done.
+        if (batch.tasks[i].settled.load(std::memory_order_acquire)) continue;
         TransferStatus status;
         // Polling also drives progress on transports that complete tasks
         // when asked.
@@ -140,77 +79,93 @@ Status TransferEngineImpl::countInFlightLocked(Batch& batch,
 
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch;
-    CHECK_STATUS(findBatch("freeBatch", batch_id, batch));
-    size_t in_flight = 0;
-    Status s;
-    {
-        std::lock_guard<std::mutex> lock(batch->mu);
-        if (batch->freeing) {
+    EngineBatch* batch = batches_.lookup(batch_id);
+    if (batch == nullptr) return unknownBatch("freeBatch", batch_id);
+    const uint32_t generation = EngineBatchTable::generationOf(batch_id);
+    switch (batch->claim(generation, EngineBatch::kFreeing)) {
+        case EngineBatch::Claim::kOk:
+            break;
+        case EngineBatch::Claim::kUnknown:
+            return unknownBatch("freeBatch", batch_id);
+        case EngineBatch::Claim::kFreeing:
             return Status::InvalidArgument("freeBatch: batch " +
                                            std::to_string(batch_id) +
                                            " is already being freed");
-        }
-        batch->freeing = true;
-        // First count under the same lock: a batch whose tasks are done
-        // takes it once.
-        s = countInFlightLocked(*batch, in_flight);
     }
-    // The configuration and the clock are read only when there is
-    // something to wait for: a batch whose tasks are done frees at once.
-    int wait_ms = 0;
-    std::chrono::steady_clock::time_point deadline;
-    if (s.ok() && in_flight > 0) {
-        wait_ms =
+    // Holding kFreeing: no submission gets in while this counts and waits.
+    size_t in_flight = 0;
+    Status s = countInFlight(*batch, in_flight);
+    if (!s.ok()) {
+        batch->unclaim(generation);
+        return s;
+    }
+    if (in_flight > 0) {
+        // The configuration and the clock are read only when there is
+        // something to wait for.
+        const int wait_ms =
             conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
-        deadline = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(wait_ms);
-    }
-    // Transports report completion only when polled, so this polls, with a
-    // pause that grows to 1 ms so a long wait does not burn a core.
-    for (int round = 0; s.ok() && in_flight > 0; ++round) {
-        if (std::chrono::steady_clock::now() >= deadline) break;
-        if (round < 100) {
-            std::this_thread::yield();
-        } else {
-            std::this_thread::sleep_for(
-                std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(wait_ms);
+        // Transports report completion only when polled, so this polls,
+        // with a pause that grows to 1 ms so a long wait does not burn a
+        // core.
+        for (int round = 0; s.ok() && in_flight > 0; ++round) {
+            if (std::chrono::steady_clock::now() >= deadline) break;
+            if (round < 100) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(
+                    std::min(1000, 10 * (round - 99))));
+            }
+            s = countInFlight(*batch, in_flight);
         }
-        s = countInFlight(*batch, in_flight);
+        if (!s.ok() || in_flight > 0) {
+            batch->unclaim(generation);
+            if (!s.ok()) return s;
+            return Status::InvalidArgument(
+                "freeBatch: batch " + std::to_string(batch_id) + " still has " +
+                std::to_string(in_flight) +
+                " task(s) in flight after batch/free_timeout_ms=" +
+                std::to_string(wait_ms) +
+                " ms; it stays allocated, free it again once they finish");
+        }
     }
-    if (!s.ok() || in_flight > 0) {
-        std::lock_guard<std::mutex> lock(batch->mu);
-        batch->freeing = false;
-        if (!s.ok()) return s;
-        return Status::InvalidArgument(
-            "freeBatch: batch " + std::to_string(batch_id) + " still has " +
-            std::to_string(in_flight) +
-            " task(s) in flight after batch/free_timeout_ms=" +
-            std::to_string(wait_ms) +
-            " ms; it stays allocated, free it again once they finish");
-    }
-    {
-        std::lock_guard<std::mutex> lock(batch_mu_);
-        batches_.erase(batch_id);
-    }
-    // The sub-batches are freed when the last holder lets go; a status
-    // poll running concurrently keeps them alive until it returns.
+    // Sequentially consistent against pin(): either a reader sees the new
+    // generation, or recycle() sees its pin and waits for it.
+    batch->state.store(
+        EngineBatch::idleState(EngineBatchTable::nextGeneration(generation)),
+        std::memory_order_seq_cst);
+    // The id is invalid from here on; a status poll that pinned the batch
+    // before keeps its sub-batches alive until it returns.
+    batches_.recycle(batch);
     return Status::OK();
 }
 
 Status TransferEngineImpl::submitTransfer(
     BatchID batch_id, const std::vector<Request>& request_list) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch;
-    CHECK_STATUS(findBatch("submitTransfer", batch_id, batch));
-    std::lock_guard<std::mutex> lock(batch->mu);
-    if (batch->freeing) {
-        return Status::InvalidArgument("submitTransfer: batch " +
-                                       std::to_string(batch_id) +
-                                       " is being freed");
+    EngineBatch* batch = batches_.lookup(batch_id);
+    if (batch == nullptr) return unknownBatch("submitTransfer", batch_id);
+    const uint32_t generation = EngineBatchTable::generationOf(batch_id);
+    switch (batch->claim(generation, EngineBatch::kSubmitting)) {
+        case EngineBatch::Claim::kOk:
+            break;
+        case EngineBatch::Claim::kUnknown:
+            return unknownBatch("submitTransfer", batch_id);
+        case EngineBatch::Claim::kFreeing:
+            return Status::InvalidArgument("submitTransfer: batch " +
+                                           std::to_string(batch_id) +
+                                           " is being freed");
     }
-    const size_t base = batch->tasks.size();
-    if (base + request_list.size() > batch->capacity) {
+    // Lets go of kSubmitting on every return below.
+    struct Unclaim {
+        EngineBatch* batch;
+        uint32_t generation;
+        ~Unclaim() { batch->unclaim(generation); }
+    } unclaim{batch, generation};
+    // Only submissions (holding kSubmitting) move it.
+    const size_t base = batch->published.load(std::memory_order_relaxed);
+    if (request_list.size() > batch->capacity - base) {
         return Status::TooManyRequests(
             "batch " + std::to_string(batch_id) + ": " +
             std::to_string(request_list.size()) +
@@ -218,39 +173,57 @@ Status TransferEngineImpl::submitTransfer(
             std::to_string(batch->capacity - base) + " of " +
             std::to_string(batch->capacity));
     }
-    batch->tasks.resize(base + request_list.size());
 
     // Route each request: its TaskRef names the chosen transport until the
-    // transport accepts it. Consecutive requests to one segment share a
-    // descriptor look-up.
-    Batch::TaskRef* refs = batch->tasks.data() + base;
+    // transport accepts it. A hinted request needs no descriptor (the hint
+    // decides, and the transport resolves the target itself), and a run of
+    // requests with one hint is checked once; unhinted consecutive
+    // requests to one segment share a descriptor look-up.
+    EngineBatch::TaskRef* refs = batch->tasks.data() + base;
     Transport* first = nullptr;
     bool one_transport = true;
+    TransportType last_hint = UNSPEC;
+    Status hint_status;
+    Transport* hint_transport = nullptr;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
+        refs[i] = EngineBatch::TaskRef();
         Status s;
-        if (!desc || request.target_id != last_target) {
-            desc.reset();
-            s = segments_->getRemoteCached(desc, request.target_id);
-            if (s.ok() && !desc) {
-                s = Status::InvalidArgument("no descriptor for segment id " +
-                                            std::to_string(request.target_id));
+        Transport* chosen_transport = nullptr;
+        if (request.transport_hint != UNSPEC) {
+            if (request.transport_hint != last_hint) {
+                last_hint = request.transport_hint;
+                hint_status = selector_.checkHint(last_hint);
+                hint_transport = transportOf(last_hint);
             }
-            last_target = request.target_id;
+            s = hint_status;
+            chosen_transport = hint_transport;
+        } else {
+            if (!desc || request.target_id != last_target) {
+                desc.reset();
+                s = segments_->getRemoteCached(desc, request.target_id);
+                if (s.ok() && !desc) {
+                    s = Status::InvalidArgument(
+                        "no descriptor for segment id " +
+                        std::to_string(request.target_id));
+                }
+                last_target = request.target_id;
+            }
+            TransportType chosen = UNSPEC;
+            if (s.ok()) s = selector_.select(request, *desc, chosen);
+            if (s.ok()) chosen_transport = transportOf(chosen);
         }
-        TransportType chosen = UNSPEC;
-        if (s.ok()) s = selector_.select(request, *desc, chosen);
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i
                          << " failed: " << s.message();
             one_transport = false;
             continue;
         }
-        refs[i].transport = transportOf(chosen);
-        if (i == 0) first = refs[i].transport;
-        if (refs[i].transport == nullptr || refs[i].transport != first) {
+        refs[i].transport = chosen_transport;
+        if (i == 0) first = chosen_transport;
+        if (chosen_transport == nullptr || chosen_transport != first) {
             one_transport = false;
         }
     }
@@ -283,7 +256,7 @@ Status TransferEngineImpl::submitTransfer(
             s = transport->submitTransferTasks(sub, *list);
         }
         for (size_t k = 0; k < list->size(); ++k) {
-            Batch::TaskRef& ref = refs[one_transport ? k : positions[k]];
+            EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
             if (!s.ok()) {
                 // Unrouted, so it reads FAILED.
                 ref.transport = nullptr;
@@ -298,32 +271,42 @@ Status TransferEngineImpl::submitTransfer(
                          << " request(s): " << s.message();
         }
     }
+    // Readers may use the new tasks from here on.
+    batch->published.store(base + request_list.size(),
+                           std::memory_order_release);
     return Status::OK();
 }
 
-Status TransferEngineImpl::taskStatus(Batch& batch, size_t task_id,
+Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                                       TransferStatus& status) {
-    // Caller holds batch.mu.
-    const Batch::TaskRef& ref = batch.tasks[task_id];
+    EngineBatch::TaskRef& ref = batch.tasks[task_id];
     if (!ref.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
         return Status::OK();
     }
-    return ref.transport->getTransferStatus(ref.sub, ref.sub_task, status);
+    CHECK_STATUS(
+        ref.transport->getTransferStatus(ref.sub, ref.sub_task, status));
+    // A load first, so that polls of a task already settled write nothing.
+    if (status.s != PENDING && status.s != INITIAL &&
+        !ref.settled.load(std::memory_order_relaxed)) {
+        ref.settled.store(true, std::memory_order_release);
+    }
+    return Status::OK();
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
                                              TransferStatus& status) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch;
-    CHECK_STATUS(findBatch("getTransferStatus", batch_id, batch));
-    std::lock_guard<std::mutex> lock(batch->mu);
-    if (task_id >= batch->tasks.size()) {
+    EngineBatch* batch = pinBatch(batches_, batch_id);
+    if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
+    EngineBatchPin pin(batch);
+    const size_t count = batch->published.load(std::memory_order_acquire);
+    if (task_id >= count) {
         return Status::InvalidArgument(
             "getTransferStatus: task id " + std::to_string(task_id) +
             " out of range (batch " + std::to_string(batch_id) + " has " +
-            std::to_string(batch->tasks.size()) + " tasks)");
+            std::to_string(count) + " tasks)");
     }
     return taskStatus(*batch, task_id, status);
 }
@@ -331,11 +314,12 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
 Status TransferEngineImpl::getTransferStatus(
     BatchID batch_id, std::vector<TransferStatus>& status_list) {
     if (!available()) return notAvailable();
-    std::shared_ptr<Batch> batch;
-    CHECK_STATUS(findBatch("getTransferStatus", batch_id, batch));
-    std::lock_guard<std::mutex> lock(batch->mu);
-    status_list.assign(batch->tasks.size(), TransferStatus());
-    for (size_t i = 0; i < batch->tasks.size(); ++i) {
+    EngineBatch* batch = pinBatch(batches_, batch_id);
+    if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
+    EngineBatchPin pin(batch);
+    const size_t count = batch->published.load(std::memory_order_acquire);
+    status_list.assign(count, TransferStatus());
+    for (size_t i = 0; i < count; ++i) {
         CHECK_STATUS(taskStatus(*batch, i, status_list[i]));
     }
     return Status::OK();

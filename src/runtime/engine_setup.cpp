@@ -134,10 +134,8 @@ void TransferEngineImpl::loadTransports() {
 }
 
 void TransferEngineImpl::teardown() {
-    {
-        std::lock_guard<std::mutex> lock(batch_mu_);
-        batches_.clear();  // Batch's destructor frees its sub-batches
-    }
+    // Frees the sub-batches while their transports are still there.
+    batches_.releaseAll();
     // Transports go first: they may still talk to peers through the
     // segment manager, and peers may still ask our control service.
     for (auto it = transports_.rbegin(); it != transports_.rend(); ++it) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine_batch_table.h"
 #include "tent/common/config.h"
 #include "tent/common/status.h"
 #include "tent/common/types.h"
@@ -77,7 +78,6 @@ class TransferEngineImpl {
         const TransportEntry* entry;
         std::unique_ptr<Transport> transport;
     };
-    struct Batch;
 
     // engine_setup.cpp
     Status construct(const std::string& config_path);
@@ -90,16 +90,13 @@ class TransferEngineImpl {
     Status unregisterOne(void* addr, size_t size);
 
     // engine_batch.cpp
-    // InvalidArgument "<operation>: unknown batch id N" for an id not
-    // allocated (or already freed).
-    Status findBatch(const char* operation, BatchID id,
-                     std::shared_ptr<Batch>& batch) const;
     Transport* transportOf(TransportType type) const;
-    Status taskStatus(Batch& batch, size_t task_id, TransferStatus& status);
+    // Task `task_id` (< batch.published) of a batch the caller pinned, or
+    // holds the mu of while it is freeing it.
+    Status taskStatus(EngineBatch& batch, size_t task_id,
+                      TransferStatus& status);
     // Tasks of `batch` still PENDING (or INITIAL).
-    Status countInFlight(Batch& batch, size_t& in_flight);
-    // The same; the caller holds batch.mu.
-    Status countInFlightLocked(Batch& batch, size_t& in_flight);
+    Status countInFlight(EngineBatch& batch, size_t& in_flight);
 
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.
@@ -138,9 +135,8 @@ class TransferEngineImpl {
     // Registered buffers by base address.
     std::map<uint64_t, Registration> registered_;
 
-    mutable std::mutex batch_mu_;
-    std::map<BatchID, std::shared_ptr<Batch>> batches_;
-    BatchID next_batch_id_ = 1;
+    // User batches by id; see engine_batch_table.h.
+    EngineBatchTable batches_;
 };
 
 }  // namespace mooncake::tent

@@ -84,18 +84,22 @@ bool TransportSelector::isLoaded(TransportType t) const {
     return contains(loaded_, t);
 }
 
+Status TransportSelector::checkHint(TransportType hint) const {
+    if (!isLoaded(hint)) {
+        return Status::InvalidArgument(
+            std::string("transport_hint ") + transportTypeName(hint) +
+            " is not loaded (loaded: " + joinNames(loaded_) + ")");
+    }
+    return Status::OK();
+}
+
 Status TransportSelector::select(const Request& request,
                                  const SegmentDesc& target,
                                  TransportType& chosen) const {
     // 1. The caller's hint wins over everything, even over the buffer's
     //    registrations: the transport itself reports what it cannot reach.
     if (request.transport_hint != UNSPEC) {
-        if (!isLoaded(request.transport_hint)) {
-            return Status::InvalidArgument(
-                std::string("transport_hint ") +
-                transportTypeName(request.transport_hint) +
-                " is not loaded (loaded: " + joinNames(loaded_) + ")");
-        }
+        CHECK_STATUS(checkHint(request.transport_hint));
         chosen = request.transport_hint;
         return Status::OK();
     }

@@ -40,6 +40,10 @@ class TransportSelector {
 
     Status select(const Request& request, const SegmentDesc& target,
                   TransportType& chosen) const;
+    // Rule 1 alone: OK when `hint` (not UNSPEC) is loaded, so that it is
+    // the choice for any target. Needs no descriptor, which is why the
+    // engine resolves a hinted request's target only in the transport.
+    Status checkHint(TransportType hint) const;
 
  private:
     bool isLoaded(TransportType t) const;

@@ -123,7 +123,7 @@ size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    slot.status = resolvePeer(target, slot.peer);
+    slot.status = resolvePeer(target, slot.peer, sub.retired);
     return index;
 }
 
@@ -172,9 +172,17 @@ Status MpcommTransport::submitTransferTasks(
         task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
                                  std::memory_order_relaxed);
         const SegmentID target = request_list[i].target_id;
-        size_t s = last_slot != kNoTask && slots[last_slot].target == target
-                       ? last_slot
-                       : slotFor(*sub, target);
+        size_t s = last_slot;
+        if (s == kNoTask || slots[s].target != target) {
+            // At most one new slot per request left: growing to that
+            // bound at once costs one reallocation where doubling from
+            // kLinearSlots took three for a batch of 64 targets (the
+            // slots are moved with their shared_ptrs each time).
+            if (slots.size() == slots.capacity()) {
+                slots.reserve(slots.size() + (request_list.size() - i));
+            }
+            s = slotFor(*sub, target);
+        }
         MpcommSubmitSlot& slot = slots[s];
         if (slot.last == kNoTask) {
             slot.first = index;
@@ -208,6 +216,8 @@ Status MpcommTransport::submitTransferTasks(
         sub->hashed = false;
     }
     slots.clear();
+    // No slot points at an evicted resolution any more.
+    sub->retired.clear();
     // Publishes the filled tasks to pollers.
     sub->count.store(used + request_list.size(), std::memory_order_release);
     return Status::OK();

@@ -60,8 +60,9 @@ std::array<ResolveCacheEntry, kResolveCacheSlots>& resolveCache() {
 
 }  // namespace
 
-Status MpcommTransport::resolvePeer(SegmentID target,
-                                    std::shared_ptr<MpcommResolvedPeer>& peer) {
+Status MpcommTransport::resolvePeer(
+    SegmentID target, MpcommResolvedPeer*& peer,
+    std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired) {
     SegmentManager& segments = metadata_->segmentManager();
     if (takeSuspicion(target)) {
         // A failed transfer may mean a restarted peer: the cached descriptor
@@ -71,6 +72,8 @@ Status MpcommTransport::resolvePeer(SegmentID target,
     ResolveCacheEntry& entry =
         resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
     if (entry.owner != resolve_owner_ || entry.target != target) {
+        // The caller may still point at the evicted resolution.
+        if (entry.peer) retired.push_back(std::move(entry.peer));
         entry = ResolveCacheEntry();
         entry.owner = resolve_owner_;
         entry.target = target;
@@ -80,7 +83,7 @@ Status MpcommTransport::resolvePeer(SegmentID target,
         entry.desc.reset();
         // Unreachable now; keep suspecting so the next use reads afresh.
         if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
-        peer.reset();
+        peer = nullptr;
         return Status(
             found.ok() ? Status::Code::kInvalidArgument : found.code(),
             "MpcommTransport: cannot read the descriptor of segment id " +
@@ -94,9 +97,10 @@ Status MpcommTransport::resolvePeer(SegmentID target,
         auto fresh = std::make_shared<MpcommResolvedPeer>();
         readDescriptor(entry.desc, *fresh);
         fresh->desc = entry.desc;
+        if (entry.peer) retired.push_back(std::move(entry.peer));
         entry.peer = std::move(fresh);
     }
-    peer = entry.peer;
+    peer = entry.peer.get();
     return peer->status;
 }
 
@@ -154,8 +158,9 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
         desc->getMemory().getTransportAttrs(MPCOMM) == nullptr) {
         return;
     }
-    std::shared_ptr<MpcommResolvedPeer> peer;
-    if (!resolvePeer(handle, peer).ok()) return;
+    MpcommResolvedPeer* peer = nullptr;
+    std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
+    if (!resolvePeer(handle, peer, retired).ok()) return;
     MpcommPeerRegistry::Ticket place;
     Status ignored;
     // Starts the handshake if one is due; nobody waits for it here.

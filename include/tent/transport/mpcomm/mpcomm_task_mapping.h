@@ -46,7 +46,10 @@ struct MpcommSubmitSlot {
     SegmentID target = LOCAL_SEGMENT_ID;
     Status status;
     // Null when the segment could not be resolved (`status` says why).
-    std::shared_ptr<MpcommResolvedPeer> peer;
+    // Not owned: this thread's resolution cache holds it, or the
+    // sub-batch's `retired` when a later target evicted it (see
+    // MpcommTransport::resolvePeer()).
+    MpcommResolvedPeer* peer = nullptr;
     MpcommPeerRegistry::Ticket ticket;
     bool settled = false;
     // The slot's tasks, in submission order, chained through
@@ -77,6 +80,9 @@ struct MpcommSubBatch final : Transport::SubBatch {
     // the first submissions to what they need and keeps its memory, so
     // later submissions allocate nothing.
     std::vector<MpcommSubmitSlot> slots;
+    // Resolutions evicted from this thread's cache during the submission
+    // while a slot still points at them; emptied with `slots`.
+    std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
     // Per task: the next task of the same slot in this submission.
     std::vector<size_t> next_task;
     // Up to kLinearSlots targets a submission finds its slots by a scan;

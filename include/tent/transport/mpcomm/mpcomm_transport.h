@@ -161,9 +161,14 @@ class MpcommTransport : public Transport {
     // What `target`'s descriptor says about the peer, from this thread's
     // cache while the descriptor is the same (`peer` is null only when no
     // descriptor could be read). A segment suspected of having restarted
-    // is read afresh, not from the cache.
-    Status resolvePeer(SegmentID target,
-                       std::shared_ptr<MpcommResolvedPeer>& peer);
+    // is read afresh, not from the cache. `peer` is this thread's cache
+    // entry, not a counted reference (a submission resolving 64 targets
+    // paid two reference-count operations for each): it stays valid until
+    // this thread's next resolvePeer(), which may evict it into `retired`,
+    // whose owner keeps what it evicts for as long as it uses `peer`.
+    Status resolvePeer(
+        SegmentID target, MpcommResolvedPeer*& peer,
+        std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired);
     // submitTransferTasks() steps (mpcomm_batches.cpp), under the
     // sub-batch's submit_mu: the slot of `target`, made and resolved on
     // first sight; issuing a settled slot's tasks; and waiting, within

@@ -1,0 +1,284 @@
+// EngineBatchTable: slot allocation, recycling and teardown (see the
+// header for why ids resolve without a lock).
+#include "runtime/engine_batch_table.h"
+
+#include <glog/logging.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+
+namespace mooncake::tent {
+
+namespace {
+
+// Generations stay below 2^31 so that an id stays positive for a caller
+// that keeps it in a signed 64-bit integer (a binding, a log field).
+constexpr uint32_t kGenerationMask = 0x7fffffffu;
+
+// Waiting on another thread: yield first, then sleep, up to 1 ms a time.
+void backoff(int round) {
+    if (round < 100) {
+        std::this_thread::yield();
+    } else {
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+    }
+}
+
+// A batch freed with more TaskRefs than this gives the memory back instead
+// of keeping it for the slot's next batch.
+constexpr size_t kKeptTasks = 4096;
+
+// The tables alive, by uid: a thread's cached slot goes back to its
+// table only while the table exists. Touched on construction, destruction
+// and when a thread's cache changes table or the thread exits, never on
+// the per-batch path.
+std::mutex& tablesMu() {
+    static std::mutex mu;
+    return mu;
+}
+std::unordered_map<uint64_t, EngineBatchTable*>& liveTables() {
+    static auto* tables = new std::unordered_map<uint64_t, EngineBatchTable*>;
+    return *tables;
+}
+
+}  // namespace
+
+// One freed slot per thread. A thread that frees a batch and allocates
+// the next, the usual loop, then takes no compare-and-swap on the shared
+// free list for either; the slot is this thread's alone while cached.
+struct EngineSlotCache {
+    uint64_t table = 0;  // uid of the slot's table; 0 while empty
+    EngineBatch* batch = nullptr;
+
+    // Gives the cached slot back to its table, if the table still exists.
+    void drop() {
+        if (table == 0) return;
+        std::lock_guard<std::mutex> lock(tablesMu());
+        auto it = liveTables().find(table);
+        if (it != liveTables().end()) it->second->pushFree(batch);
+        table = 0;
+        batch = nullptr;
+    }
+    ~EngineSlotCache() { drop(); }
+};
+
+namespace {
+
+EngineSlotCache& slotCache() {
+    thread_local EngineSlotCache cache;
+    return cache;
+}
+
+std::atomic<uint64_t> g_next_table_uid{1};
+
+}  // namespace
+
+EngineBatchTable::EngineBatchTable()
+    : uid_(g_next_table_uid.fetch_add(1, std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(tablesMu());
+    liveTables()[uid_] = this;
+}
+
+Transport::SubBatchRef EngineBatch::subOf(Transport* transport, Status& s) {
+    // A batch uses one or two transports: a scan beats a map.
+    for (size_t i = 0; i < sub_count; ++i) {
+        if (subAt(i).first == transport) return subAt(i).second;
+    }
+    Transport::SubBatchRef sub = nullptr;
+    s = transport->allocateSubBatch(sub, capacity);
+    if (!s.ok()) return nullptr;
+    if (sub_count < kInlineSubs) {
+        inline_subs[sub_count] = {transport, sub};
+    } else {
+        more_subs.emplace_back(transport, sub);
+    }
+    ++sub_count;
+    return sub;
+}
+
+EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flag) {
+    const uint64_t idle = idleState(expected);
+    for (int round = 0;; ++round) {
+        uint64_t seen = idle;
+        if (state.compare_exchange_weak(seen, idle | flag,
+                                        std::memory_order_acquire,
+                                        std::memory_order_relaxed)) {
+            return Claim::kOk;
+        }
+        if ((seen >> 2) != expected) return Claim::kUnknown;
+        if ((seen & kFreeing) != 0) return Claim::kFreeing;
+        if (seen == idle) continue;  // a spurious failure
+        // Another submission to this batch. Most are short, but one may
+        // wait on a peer's handshake (up to transports/mpcomm/
+        // connect_timeout_ms), so the pause grows to 1 ms rather than
+        // spin a core for that long, as the mutex this replaces slept.
+        backoff(round);
+    }
+}
+
+void EngineBatch::reset() {
+    for (size_t i = 0; i < sub_count; ++i) {
+        SubEntry& entry = subAt(i);
+        Status s = entry.first->freeSubBatch(entry.second);
+        if (!s.ok()) {
+            LOG(WARNING) << "Transport " << entry.first->getName()
+                         << " could not free a sub-batch: " << s.message();
+        }
+        entry = SubEntry();
+    }
+    more_subs.clear();
+    sub_count = 0;
+    published.store(0, std::memory_order_relaxed);
+    if (tasks.size() > kKeptTasks) std::vector<TaskRef>().swap(tasks);
+}
+
+EngineBatchTable::~EngineBatchTable() {
+    {
+        // From here on no thread's cache gives a slot back to this table;
+        // one still cached is deleted below with the rest.
+        std::lock_guard<std::mutex> lock(tablesMu());
+        liveTables().erase(uid_);
+    }
+    for (std::atomic<Chunk*>& chunk_ref : chunks_) {
+        Chunk* chunk = chunk_ref.load(std::memory_order_acquire);
+        if (chunk == nullptr) break;  // chunks are created in order
+        for (std::atomic<EngineBatch*>& slot : *chunk) {
+            delete slot.load(std::memory_order_acquire);
+        }
+        delete chunk;
+    }
+}
+
+EngineBatch* EngineBatchTable::popFree() {
+    uint64_t head = free_head_.load(std::memory_order_acquire);
+    for (;;) {
+        const uint32_t top = static_cast<uint32_t>(head);
+        if (top == 0) return nullptr;
+        EngineBatch* batch = slotOf(top - 1);
+        // May be stale when another thread pops `top` meanwhile; the swap
+        // then fails, because the pop count moved.
+        const uint32_t next = batch->next_free.load(std::memory_order_relaxed);
+        const uint64_t popped = ((head >> 32) + 1) << 32 | next;
+        if (free_head_.compare_exchange_weak(head, popped,
+                                             std::memory_order_acquire,
+                                             std::memory_order_acquire)) {
+            return batch;
+        }
+    }
+}
+
+void EngineBatchTable::pushFree(EngineBatch* batch) {
+    uint64_t head = free_head_.load(std::memory_order_relaxed);
+    uint64_t pushed;
+    do {
+        batch->next_free.store(static_cast<uint32_t>(head),
+                               std::memory_order_relaxed);
+        pushed = (head & ~0xffffffffull) | (batch->slot + 1);
+        // Release: the next owner sees the batch emptied by reset().
+    } while (!free_head_.compare_exchange_weak(
+        head, pushed, std::memory_order_release, std::memory_order_relaxed));
+}
+
+BatchID EngineBatchTable::allocate(size_t capacity) {
+    EngineBatch* batch = nullptr;
+    EngineSlotCache& cache = slotCache();
+    if (cache.table == uid_) {
+        batch = cache.batch;
+        cache.table = 0;
+        cache.batch = nullptr;
+    } else {
+        batch = popFree();
+    }
+    if (batch == nullptr) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (slot_count_ == kChunkSlots * kMaxChunks) {
+            LOG(ERROR) << "allocateBatch: " << slot_count_
+                       << " batches are allocated already, the most one "
+                          "engine holds at once";
+            return 0;
+        }
+        const uint32_t slot = slot_count_;
+        std::atomic<Chunk*>& chunk_ref = chunks_[slot >> kChunkBits];
+        Chunk* chunk = chunk_ref.load(std::memory_order_relaxed);
+        if (chunk == nullptr) {
+            chunk = new Chunk();
+            for (std::atomic<EngineBatch*>& entry : *chunk) {
+                entry.store(nullptr, std::memory_order_relaxed);
+            }
+            chunk_ref.store(chunk, std::memory_order_release);
+        }
+        batch = new EngineBatch();
+        batch->slot = slot;
+        (*chunk)[slot & (kChunkSlots - 1)].store(batch,
+                                                 std::memory_order_release);
+        ++slot_count_;
+    }
+    // The slot is this thread's alone until the id is returned: a stale
+    // id fails the generation check before it reads anything else.
+    batch->capacity = capacity;
+    if (batch->tasks.size() < capacity) batch->tasks.resize(capacity);
+    const uint32_t generation = nextGeneration(static_cast<uint32_t>(
+        batch->state.load(std::memory_order_relaxed) >> 2));
+    batch->state.store(EngineBatch::idleState(generation),
+                       std::memory_order_release);
+    return (static_cast<BatchID>(generation) << 32) | batch->slot;
+}
+
+EngineBatch* EngineBatchTable::lookup(BatchID id) const {
+    // Only odd generations are handed out: an even one names no batch,
+    // even when it matches a free slot's.
+    if ((generationOf(id) & 1) == 0) return nullptr;
+    return slotOf(id);
+}
+
+EngineBatch* EngineBatchTable::slotOf(BatchID id) const {
+    const uint32_t slot = static_cast<uint32_t>(id);
+    if ((slot >> kChunkBits) >= kMaxChunks) return nullptr;
+    Chunk* chunk = chunks_[slot >> kChunkBits].load(std::memory_order_acquire);
+    if (chunk == nullptr) return nullptr;
+    return (*chunk)[slot & (kChunkSlots - 1)].load(std::memory_order_acquire);
+}
+
+void EngineBatchTable::recycle(EngineBatch* batch) {
+    // Readers that pinned the batch before its generation moved may still
+    // be polling its sub-batches; they leave within one status call.
+    for (int round = 0; batch->pins.load(std::memory_order_seq_cst) != 0;
+         ++round) {
+        backoff(round);
+    }
+    batch->reset();
+    EngineSlotCache& cache = slotCache();
+    if (cache.table != 0 && cache.table != uid_) {
+        // This thread moved to another engine: the old one gets its slot
+        // back.
+        cache.drop();
+    }
+    if (cache.table == 0) {
+        cache.table = uid_;
+        cache.batch = batch;
+    } else {
+        pushFree(batch);
+    }
+}
+
+void EngineBatchTable::releaseAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t slot = 0; slot < slot_count_; ++slot) {
+        EngineBatch* batch = slotOf(slot);
+        const uint32_t generation = batch->generation();
+        if ((generation & 1) == 0) continue;  // free already
+        batch->state.store(EngineBatch::idleState(nextGeneration(generation)),
+                           std::memory_order_seq_cst);
+        batch->reset();
+        pushFree(batch);
+    }
+}
+
+uint32_t EngineBatchTable::nextGeneration(uint32_t generation) {
+    return (generation + 1) & kGenerationMask;
+}
+
+}  // namespace mooncake::tent

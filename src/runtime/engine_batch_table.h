@@ -1,0 +1,213 @@
+// EngineBatchTable: the engine's user batches, found by id without a lock
+// (private header).
+//
+// Why not a mutex and a map: every engine call names its batch by id, and
+// a status poll is a few nanoseconds in the transport; a table-wide mutex,
+// a map look-up and a shared_ptr copy per call cost more than the poll.
+//
+// How: a BatchID is (generation << 32) | slot. Slots are never freed while
+// the table lives (a freed batch's slot is reused by a later allocation),
+// so a pointer read from a slot is always to a live EngineBatch object; the
+// generation says whether that object is still the batch the caller means.
+// A slot's generation is odd while a batch is allocated in it and even
+// while it is free, so an id is valid exactly while its generation is the
+// slot's current one. Generations have 31 bits (ids stay positive as a
+// signed 64-bit integer): a stale id could match again only after 2^30 reuses
+// of its slot.
+//
+// Status readers take no lock: they pin the batch (a counter) and then
+// check the generation; freeBatch() moves the generation first and then
+// waits for the pins to drain before it frees the sub-batches. Both sides
+// use sequentially consistent operations, so at least one of them sees the
+// other: either the reader sees the new generation and touches nothing, or
+// the freer sees the pin and waits for it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "tent/common/types.h"
+#include "tent/runtime/transport.h"
+
+namespace mooncake::tent {
+
+// A user batch. Each transport that carries one of its requests gets one
+// sub-batch (allocated on first use, with the batch's capacity); a user
+// task id maps to (transport, sub-task id), or to no transport when the
+// request could not be routed or issued (it then reads FAILED).
+struct EngineBatch {
+    struct TaskRef {
+        TaskRef() = default;
+        // Copyable for the vector; only a submission writes a whole one.
+        TaskRef(const TaskRef& other)
+            : transport(other.transport),
+              sub(other.sub),
+              sub_task(other.sub_task),
+              settled(other.settled.load(std::memory_order_relaxed)) {}
+        TaskRef& operator=(const TaskRef& other) {
+            transport = other.transport;
+            sub = other.sub;
+            sub_task = other.sub_task;
+            settled.store(other.settled.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+            return *this;
+        }
+
+        Transport* transport = nullptr;
+        Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
+        int sub_task = -1;
+        // Set (release) by the first status read that saw the task final:
+        // a final status never changes, so freeBatch() need not ask the
+        // transport about this task again.
+        std::atomic<bool> settled{false};
+    };
+    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
+
+    // (generation << 2) | kSubmitting | kFreeing. The generation is odd
+    // while allocated (see the file comment); a submission or a free owns
+    // the batch's routing state while it holds its flag, which replaces a
+    // mutex: claiming is one compare-and-swap, letting go a plain store.
+    static constexpr uint64_t kSubmitting = 1;
+    // Held while freeBatch() counts and waits for tasks in flight: no task
+    // is submitted meanwhile and a second freeBatch() is refused.
+    static constexpr uint64_t kFreeing = 2;
+    std::atomic<uint64_t> state{0};
+    // Status readers inside this batch right now.
+    std::atomic<uint32_t> pins{0};
+    // Tasks [0, published) are routed and readable without a claim; a
+    // submission fills its TaskRefs first and then moves this (release).
+    std::atomic<size_t> published{0};
+
+    // This batch's index in the table; fixed.
+    uint32_t slot = 0;
+    // Set by allocate() before the id is handed out; fixed while live.
+    size_t capacity = 0;
+    // Sized to at least `capacity` (it only grows, up to a bound), so that
+    // a submission never moves the TaskRefs a reader may be reading.
+    std::vector<TaskRef> tasks;
+
+    // The holder of a flag in `state` (or the freer, once the generation
+    // moved) owns these: the sub-batches, inline for the first two
+    // transports so that a batch allocates nothing for them.
+    static constexpr size_t kInlineSubs = 2;
+    std::array<SubEntry, kInlineSubs> inline_subs{};
+    std::vector<SubEntry> more_subs;
+    size_t sub_count = 0;
+
+    SubEntry& subAt(size_t i) {
+        return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
+    }
+    // The sub-batch of `transport`, allocated on first use; null when the
+    // transport refused to allocate one. Caller holds kSubmitting.
+    Transport::SubBatchRef subOf(Transport* transport, Status& s);
+    // Frees every sub-batch and empties the batch for reuse; called once
+    // no reader or submitter can reach it any more.
+    void reset();
+
+    // Next free slot while this one is on the table's free list.
+    std::atomic<uint32_t> next_free{0};
+
+    static uint64_t idleState(uint32_t generation) {
+        return static_cast<uint64_t>(generation) << 2;
+    }
+    uint32_t generation() const {
+        return static_cast<uint32_t>(state.load(std::memory_order_acquire) >>
+                                     2);
+    }
+
+    enum class Claim { kOk, kUnknown, kFreeing };
+    // Sets `flag` (kSubmitting or kFreeing) while the batch is generation
+    // `expected` and holds no flag, waiting out a submission in progress.
+    // kUnknown: no longer that batch; kFreeing: a free holds it.
+    Claim claim(uint32_t expected, uint64_t flag);
+    // Lets go of a flag claimed for generation `generation`.
+    void unclaim(uint32_t generation) {
+        state.store(idleState(generation), std::memory_order_release);
+    }
+
+    // Pins the batch for a lock-free read when it is still generation
+    // `expected`; false (and nothing held) otherwise.
+    bool pin(uint32_t expected) {
+        pins.fetch_add(1, std::memory_order_seq_cst);
+        if ((state.load(std::memory_order_seq_cst) >> 2) == expected) {
+            return true;
+        }
+        unpin();
+        return false;
+    }
+    void unpin() { pins.fetch_sub(1, std::memory_order_release); }
+};
+
+// Unpins on scope exit.
+class EngineBatchPin {
+ public:
+    explicit EngineBatchPin(EngineBatch* batch) : batch_(batch) {}
+    ~EngineBatchPin() {
+        if (batch_ != nullptr) batch_->unpin();
+    }
+    EngineBatchPin(const EngineBatchPin&) = delete;
+    EngineBatchPin& operator=(const EngineBatchPin&) = delete;
+
+ private:
+    EngineBatch* batch_;
+};
+
+class EngineBatchTable {
+ public:
+    // Slots per chunk, and chunks at most: 4M batches allocated at once.
+    static constexpr uint32_t kChunkBits = 10;
+    static constexpr uint32_t kChunkSlots = 1u << kChunkBits;
+    static constexpr uint32_t kMaxChunks = 4096;
+
+    EngineBatchTable();
+    ~EngineBatchTable();
+    EngineBatchTable(const EngineBatchTable&) = delete;
+    EngineBatchTable& operator=(const EngineBatchTable&) = delete;
+
+    // A fresh id for a batch of `capacity` tasks; 0 when the table is full.
+    BatchID allocate(size_t capacity);
+    // The batch object `id` names, or null when the id was never handed
+    // out. Whether it is still `id`'s batch is for the caller to check
+    // against generationOf(id): with claim(), or with pin().
+    EngineBatch* lookup(BatchID id) const;
+    static uint32_t generationOf(BatchID id) {
+        return static_cast<uint32_t>(id >> 32);
+    }
+    // The generation a free moves a live batch to.
+    static uint32_t nextGeneration(uint32_t generation);
+    // Puts a freed batch's slot back for reuse. The caller moved its
+    // generation already (holding kFreeing), so no new reader or submitter
+    // gets in; this waits for the readers pinned before that, then frees
+    // the sub-batches.
+    void recycle(EngineBatch* batch);
+    // Frees the sub-batches of every batch still allocated (teardown, no
+    // call running).
+    void releaseAll();
+
+ private:
+    using Chunk = std::array<std::atomic<EngineBatch*>, kChunkSlots>;
+
+    // The object in the slot of `id`'s low 32 bits, or null.
+    EngineBatch* slotOf(BatchID id) const;
+    EngineBatch* popFree();
+    void pushFree(EngineBatch* batch);
+    friend struct EngineSlotCache;
+
+    // Names this table in the threads' slot caches; process-wide unique.
+    const uint64_t uid_;
+
+    // Free slots, a lock-free stack: (pop count << 32) | (slot + 1), 0 in
+    // the low half when empty. The count in the high half makes a pop
+    // that raced with a pop and a push of the same slot fail its swap.
+    std::atomic<uint64_t> free_head_{0};
+    std::mutex mu_;  // guards making new slots
+    uint32_t slot_count_ = 0;
+    std::array<std::atomic<Chunk*>, kMaxChunks> chunks_{};
+};
+
+}  // namespace mooncake::tent
