@@ -30,6 +30,26 @@ Status unknownBatch(const char* operation, BatchID id) {
                                    ": unknown batch id " + std::to_string(id));
 }
 
+// Finds the batch `id` names and claims `flag` (kSubmitting or kFreeing)
+// on it for `operation`; the batch in `batch` when OK.
+Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
+                  uint64_t flag, EngineBatch*& batch) {
+    batch = table.lookup(id);
+    if (batch == nullptr) return unknownBatch(operation, id);
+    switch (batch->claim(EngineBatchTable::generationOf(id), flag)) {
+        case EngineBatch::Claim::kOk:
+            return Status::OK();
+        case EngineBatch::Claim::kUnknown:
+            return unknownBatch(operation, id);
+        case EngineBatch::Claim::kFreeing:
+            break;
+    }
+    return Status::InvalidArgument(
+        std::string(operation) + ": batch " + std::to_string(id) +
+        (flag == EngineBatch::kFreeing ? " is already being freed"
+                                       : " is being freed"));
+}
+
 // The batch `id` names, pinned for a lock-free read; null when the id is
 // not allocated (never, or freed already).
 EngineBatch* pinBatch(const EngineBatchTable& table, BatchID id) {
@@ -79,19 +99,10 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
 
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = batches_.lookup(batch_id);
-    if (batch == nullptr) return unknownBatch("freeBatch", batch_id);
+    EngineBatch* batch = nullptr;
+    CHECK_STATUS(claimBatch(batches_, "freeBatch", batch_id,
+                            EngineBatch::kFreeing, batch));
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
-    switch (batch->claim(generation, EngineBatch::kFreeing)) {
-        case EngineBatch::Claim::kOk:
-            break;
-        case EngineBatch::Claim::kUnknown:
-            return unknownBatch("freeBatch", batch_id);
-        case EngineBatch::Claim::kFreeing:
-            return Status::InvalidArgument("freeBatch: batch " +
-                                           std::to_string(batch_id) +
-                                           " is already being freed");
-    }
     // Holding kFreeing: no submission gets in while this counts and waits.
     size_t in_flight = 0;
     Status s = countInFlight(*batch, in_flight);
@@ -144,19 +155,10 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
 Status TransferEngineImpl::submitTransfer(
     BatchID batch_id, const std::vector<Request>& request_list) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = batches_.lookup(batch_id);
-    if (batch == nullptr) return unknownBatch("submitTransfer", batch_id);
+    EngineBatch* batch = nullptr;
+    CHECK_STATUS(claimBatch(batches_, "submitTransfer", batch_id,
+                            EngineBatch::kSubmitting, batch));
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
-    switch (batch->claim(generation, EngineBatch::kSubmitting)) {
-        case EngineBatch::Claim::kOk:
-            break;
-        case EngineBatch::Claim::kUnknown:
-            return unknownBatch("submitTransfer", batch_id);
-        case EngineBatch::Claim::kFreeing:
-            return Status::InvalidArgument("submitTransfer: batch " +
-                                           std::to_string(batch_id) +
-                                           " is being freed");
-    }
     // Lets go of kSubmitting on every return below.
     struct Unclaim {
         EngineBatch* batch;
