@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,14 @@ RequestLimits limitsOf(const ServerOptions& options) {
 
 // Refused PUT payloads are drained in pieces of this size.
 constexpr size_t kDrainBytes = 64 * 1024;
+
+// Whether bytes a client sent wait unread on `fd`: its HELLO or its next
+// query has arrived, so the connection is not idle whatever its role says
+// (its thread just has not read them yet).
+bool hasUnreadBytes(int fd) {
+    int pending = 0;
+    return ::ioctl(fd, FIONREAD, &pending) == 0 && pending > 0;
+}
 
 // What a GET_DATA frame is padded with when its buffer is withdrawn while
 // the frame is half sent.
@@ -187,6 +196,8 @@ bool Server::admitLocked() {
         if (live < max_connections_) break;
         for (const auto& conn : conns_) {
             if (conn->finished.load(std::memory_order_acquire) ||
+                conn->role.load(std::memory_order_acquire) != victim ||
+                hasUnreadBytes(conn->fd) ||
                 !advance(conn.get(), victim, Role::kEvicted))
                 continue;
             // Its thread sees the hang-up and ends; whoever joins it

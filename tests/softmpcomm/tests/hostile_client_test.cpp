@@ -104,6 +104,7 @@ class HostileClients : public ::testing::Test {
             std::lock_guard<std::mutex> lock(mu_);
             stop_ = true;
         }
+        cv_.notify_all();  // a paused mover waits on it
         if (mover_.joinable()) mover_.join();
         EXPECT_EQ(bad_rounds_, 0) << last_failure_;
         for (int fd : fds_) closeSocket(fd);
@@ -115,7 +116,11 @@ class HostileClients : public ::testing::Test {
     void moveBytes() {
         for (uint32_t round = 1;; ++round) {
             {
-                std::lock_guard<std::mutex> lock(mu_);
+                std::unique_lock<std::mutex> lock(mu_);
+                parked_ = paused_;
+                cv_.notify_all();
+                cv_.wait(lock, [this] { return stop_ || !paused_; });
+                parked_ = false;
                 if (stop_) return;
             }
             std::string failure;
@@ -152,6 +157,21 @@ class HostileClients : public ::testing::Test {
             }
             cv_.notify_all();
         }
+    }
+
+    // Holds the mover between rounds (bounded wait for the round in
+    // progress to end), so that no connection of its is open meanwhile.
+    bool pauseMover() {
+        std::unique_lock<std::mutex> lock(mu_);
+        paused_ = true;
+        return cv_.wait_for(lock, kRoundsTimeout, [this] { return parked_; });
+    }
+    void resumeMover() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            paused_ = false;
+        }
+        cv_.notify_all();
     }
 
     // Waits (bounded) until the mover finished `more` further rounds.
@@ -218,6 +238,8 @@ class HostileClients : public ::testing::Test {
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;
+    bool paused_ = false;  // asked to wait between rounds
+    bool parked_ = false;  // waiting between rounds
     int rounds_ = 0;
     int bad_rounds_ = 0;
     std::string last_failure_;
@@ -544,17 +566,24 @@ class CappedClients : public HostileClients {
 };
 
 TEST_F(CappedClients, NewcomersDisplaceTheOldestIdleNeverADataConnection) {
+    // The well-behaved client's connections must all be newer than the
+    // flood's: at the cap an anonymous connection whose HELLO has not
+    // arrived yet is as displaceable as any other (its client is then
+    // told, and retries).
+    ASSERT_TRUE(pauseMover());
     // Older than every anonymous connection below, and idle throughout.
     int data = openAs(ConnKind::kData);
     std::vector<int> anonymous;
     for (int i = 0; i < 27; ++i) anonymous.push_back(open());
-    // 4 + 1 + 19 filled the cap; each later newcomer (the last 8, and each
-    // query of the well-behaved client) displaced the oldest anonymous one,
-    // at once rather than at the 20 s idle timeout.
-    ASSERT_TRUE(waitRounds(2));
+    // 4 + 1 + 19 filled the cap; each later newcomer (the last 8) displaced
+    // the oldest anonymous one, at once rather than at the 20 s idle
+    // timeout.
     for (int i = 0; i < 8; ++i)
         EXPECT_EQ(peerActionWithin(anonymous[i], kDropMs), PeerAction::kClosed)
             << i;
+    // Each query of the well-behaved client displaces one more.
+    resumeMover();
+    ASSERT_TRUE(waitRounds(2));
     // Oldest first: once one is seen closed, every older one is.
     bool newer_closed = false;
     for (int i = 26; i >= 0; --i) {
