@@ -170,6 +170,32 @@ TEST(NetIoTest, TheDeadlineBoundsTheWholeReadHoweverBytesTrickle) {
     ::close(sv[1]);
 }
 
+TEST(NetIoTest, APassedDeadlineStillMovesBytesThatNeedNoWait) {
+    // A server that stalled past a request's deadline (scheduler, logging)
+    // must still get its error reply out, and still read bytes already
+    // there; only a wait meets the deadline.
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    Deadline passed = Clock::now() - std::chrono::milliseconds(1);
+    EXPECT_EQ(sendAll(sv[0], "reply", 5, passed), Status::OK());
+    char buf[8] = {};
+    EXPECT_EQ(recvAll(sv[1], buf, 5, passed), Status::OK());
+    EXPECT_EQ(std::string(buf, 5), "reply");
+    // Nothing more is there: now it has to wait, and the deadline holds.
+    size_t got = 0;
+    EXPECT_EQ(recvAll(sv[1], buf, 1, passed, &got),
+              Status::RpcServiceError("recv timed out"));
+    EXPECT_EQ(got, 0u);
+    // Three bytes there, five wanted: the three are taken, then the wait
+    // for the rest times out.
+    ASSERT_EQ(::send(sv[0], "abc", 3, 0), 3);
+    EXPECT_EQ(recvAll(sv[1], buf, 5, passed, &got),
+              Status::RpcServiceError("recv timed out"));
+    EXPECT_EQ(got, 3u);
+    ::close(sv[0]);
+    ::close(sv[1]);
+}
+
 TEST(NetIoTest, ClosedPeerAndTruncationAreReported) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

@@ -85,8 +85,11 @@ Status waitReady(int fd, short events, Deadline deadline, const char* what) {
 
 Status sendAll(int fd, const void* buf, size_t len, Deadline deadline) {
     const char* p = static_cast<const char*>(buf);
-    while (len > 0) {
-        CHECK_STATUS(waitReady(fd, POLLOUT, deadline, "send"));
+    // The first attempt does not wait, so it is made whatever the deadline:
+    // the deadline bounds waiting, and a reply that fits the socket buffer
+    // leaves even when a stall (a scheduler, a slow log) spent the budget.
+    for (bool first = true; len > 0; first = false) {
+        if (!first) CHECK_STATUS(waitReady(fd, POLLOUT, deadline, "send"));
         ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (transient(errno)) continue;
@@ -104,8 +107,11 @@ Status recvAll(int fd, void* buf, size_t len, Deadline deadline, size_t* got,
     size_t done = 0;
     if (got) *got = 0;
     if (closed) *closed = false;
-    while (done < len) {
-        CHECK_STATUS(waitReady(fd, POLLIN, deadline, "recv"));
+    // As in sendAll(): bytes already received are taken without waiting;
+    // every later pass waits, and so meets the deadline, however the peer
+    // paces its bytes.
+    for (bool first = true; done < len; first = false) {
+        if (!first) CHECK_STATUS(waitReady(fd, POLLIN, deadline, "recv"));
         ssize_t n = ::recv(fd, p + done, len - done, MSG_DONTWAIT);
         if (n == 0) {
             if (closed) *closed = true;

@@ -36,7 +36,10 @@ int remainingMs(Deadline deadline);
 Status waitReady(int fd, short events, Deadline deadline, const char* what);
 
 // Sends all `len` bytes (MSG_NOSIGNAL: a closed peer is an error, not a
-// SIGPIPE).
+// SIGPIPE). Both sendAll() and recvAll() make their first attempt without
+// waiting, even past the deadline: the deadline bounds each later wait, so
+// it fires only on a peer that is actually slow, never on work that needed
+// no waiting.
 Status sendAll(int fd, const void* buf, size_t len, Deadline deadline);
 
 // Receives exactly `len` bytes. When given, `*got` says how many arrived
