@@ -346,6 +346,65 @@ TEST_F(MpcommDataPath, FreeingASubBatchReleasesTransfersStillInFlight) {
     EXPECT_EQ(adapter_->releasesOf(handle), 1);
 }
 
+TEST_F(MpcommDataPath, AFreedSubBatchComesBackEmptyForTheSameCapacity) {
+    // The thread keeps what it freed for its next allocation of the same
+    // capacity (no allocation per batch); what it hands out again must be
+    // indistinguishable from a new one.
+    ASSERT_TRUE(install().ok());
+    SegmentID peer = openPeer();
+    auto first = submit(
+        {request(Request::WRITE, peer, 8), request(Request::READ, peer, 16),
+         request(Request::WRITE, peer, 24)},
+        4);
+    EXPECT_EQ(statusOf(first, 2).s, COMPLETED);
+    Transport::SubBatch* kept = first;
+    release(first);
+    Transport::SubBatchRef other = nullptr;
+    ASSERT_TRUE(transport_->allocateSubBatch(other, 5).ok());
+    EXPECT_NE(other, kept) << "only the same capacity is reused";
+    Transport::SubBatchRef again = nullptr;
+    ASSERT_TRUE(transport_->allocateSubBatch(again, 4).ok());
+    ASSERT_EQ(again, kept);
+    EXPECT_EQ(again->size(), 0u);
+    TransferStatus status;
+    EXPECT_EQ(transport_->getTransferStatus(again, 0, status).message(),
+              "MpcommTransport: task id 0 out of range (sub-batch holds 0 "
+              "tasks)");
+    // Its whole capacity is there again, and no more.
+    adapter_->auto_complete = false;
+    std::vector<Request> four(4, request(Request::READ, peer, 32));
+    ASSERT_TRUE(transport_->submitTransferTasks(again, four).ok());
+    EXPECT_TRUE(
+        transport_->submitTransferTasks(again, {four[0]}).IsTooManyRequests());
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(statusOf(again, i).s, PENDING);
+    auto t = adapter_->transfers();
+    ASSERT_EQ(t.size(), 7u);
+    release(again);
+    release(other);
+    // The reused sub-batch released its own four transfers, once each,
+    // and never the first batch's again.
+    for (const auto& transfer : t) {
+        EXPECT_EQ(adapter_->releasesOf(transfer.handle), 1);
+    }
+    EXPECT_EQ(adapter_->misuse, 0);
+}
+
+TEST_F(MpcommDataPath, AFreedSubBatchServesTheNextInstallation) {
+    ASSERT_TRUE(install().ok());
+    SegmentID peer = openPeer();
+    auto batch = submit({request(Request::WRITE, peer, 8)}, 2);
+    Transport::SubBatch* kept = batch;
+    release(batch);
+    ASSERT_TRUE(transport_->uninstall().ok());
+    ASSERT_TRUE(install().ok());
+    // Handed out under the new installation: submissions are accepted.
+    auto again = submit({request(Request::WRITE, openPeer(), 8)}, 2);
+    ASSERT_EQ(again, kept);
+    EXPECT_EQ(statusOf(again, 0).s, COMPLETED);
+    release(again);
+    EXPECT_EQ(adapter_->misuse, 0);
+}
+
 TEST_F(MpcommDataPath,
        AfterUninstallPendingTasksReadFailedWithoutTouchingTheAdapter) {
     ASSERT_TRUE(install().ok());

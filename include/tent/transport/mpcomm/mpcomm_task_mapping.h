@@ -73,8 +73,18 @@ struct MpcommSubBatch final : Transport::SubBatch {
     std::atomic<size_t> count{0};
     std::mutex submit_mu;
     // The transport installation this sub-batch belongs to; its handles
-    // mean nothing to a later installation.
-    const uint64_t generation;
+    // mean nothing to a later installation. Set when the sub-batch is
+    // handed out (a pooled one is handed out again, see reuse()).
+    uint64_t generation;
+
+    // Makes a freed sub-batch a fresh, empty one of the same capacity for
+    // `new_generation`. The scratch below is already empty between
+    // submissions, and tasks past `count` are never read, so only the
+    // count and the generation change.
+    void reuse(uint64_t new_generation) {
+        count.store(0, std::memory_order_relaxed);
+        generation = new_generation;
+    }
 
     // Scratch of submitTransferTasks(), guarded by submit_mu. It grows on
     // the first submissions to what they need and keeps its memory, so
