@@ -3,12 +3,15 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -54,7 +57,8 @@ bool closedByServer(int fd) {
 //        byte: a request a client can send slowly.
 class EchoServer {
  public:
-    explicit EchoServer(ServerLimits limits) {
+    explicit EchoServer(ServerLimits limits,
+                        StreamServer::IdleHook idle_hook = nullptr) {
         limits.key_prefix = "test";
         server_ = std::make_unique<StreamServer>(
             "EchoServer",
@@ -74,6 +78,7 @@ class EchoServer {
                 }
                 return sendAll(c.fd, &byte, 1, deadline).ok();
             });
+        if (idle_hook) server_->setIdleHookForTest(std::move(idle_hook));
         int fd = -1;
         EXPECT_TRUE(listenOn(0, fd, port_).ok());
         EXPECT_TRUE(server_->start(fd, limits).ok());
@@ -321,6 +326,86 @@ TEST(NetServerTest, AtMaxConnectionsTheLongestIdleIsClosedToAdmitANewcomer) {
     EXPECT_EQ(roundTrip(second, 'b'), "b");
     StreamServer::Stats stats = echo.server().stats();
     EXPECT_EQ(stats.accepted, 3u);
+    EXPECT_EQ(stats.evicted, 1u);
+    EXPECT_EQ(stats.refused, 0u);
+    ::close(first);
+    ::close(second);
+    ::close(third);
+}
+
+// "127.0.0.1:<port>" of the local end of `fd`: how the server names it.
+std::string localName(int fd) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+}
+
+TEST(NetServerTest, AtMaxConnectionsARequestWaitingUnreadIsNotEvicted) {
+    // The longest-idle connection has been sent a request its thread has
+    // not read yet (held below at the top of its idle wait). Its client is
+    // waiting for an answer; the newcomer displaces the other, truly idle
+    // connection instead.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<std::string, int> passes;  // idle passes per connection
+    std::string hold_peer;  // held at its second pass; "" holds nobody
+    int held_fd = -1;
+    StreamServer::IdleHook hook = [&](const StreamServer::Connection& c) {
+        std::unique_lock<std::mutex> lock(mu);
+        // The first pass, right after accept, may come before the test
+        // names the peer; the second follows its first answer.
+        if (++passes[c.peer] != 2 || c.peer != hold_peer) return;
+        held_fd = c.fd;
+        cv.notify_all();
+        cv.wait(lock, [&] { return hold_peer.empty(); });
+    };
+    auto release = [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        hold_peer.clear();
+        cv.notify_all();
+    };
+    ServerLimits limits;
+    limits.max_connections = 2;
+    EchoServer echo(limits, hook);
+    // Destroyed before `echo`, whose stop() joins the held thread: a failed
+    // assertion below must not leave it held.
+    struct ReleaseOnExit {
+        std::function<void()> release;
+        ~ReleaseOnExit() { release(); }
+    } release_on_exit{release};
+    int first = connectLoopback(echo.port());
+    int second = connectLoopback(echo.port());
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        hold_peer = localName(first);
+    }
+    // After this answer `first` turns idle and its thread stops in the hook;
+    // `second` turns idle later, so `first` is the longest idle.
+    EXPECT_EQ(roundTrip(first, '1'), "1");
+    {
+        std::unique_lock<std::mutex> lock(mu);
+        ASSERT_TRUE(cv.wait_for(lock, std::chrono::milliseconds(kBoundMs),
+                                [&] { return held_fd >= 0; }));
+    }
+    EXPECT_EQ(roundTrip(second, '2'), "2");
+    ASSERT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.idle == 2; }));
+    char request = 'c';
+    ASSERT_EQ(::send(first, &request, 1, MSG_NOSIGNAL), 1);
+    // Arrived on the server's end, unread: the held thread cannot read it.
+    ASSERT_TRUE(echo.waitForStats([&](const StreamServer::Stats&) {
+        int pending = 0;
+        return ::ioctl(held_fd, FIONREAD, &pending) == 0 && pending == 1;
+    }));
+    int third = connectLoopback(echo.port());
+    EXPECT_EQ(roundTrip(third, '3'), "3");
+    EXPECT_TRUE(closedByServer(second));
+    release();
+    char answer = 0;
+    EXPECT_TRUE(recvAll(first, &answer, 1, deadlineIn(kBoundMs)).ok());
+    EXPECT_EQ(answer, 'c');
+    StreamServer::Stats stats = echo.server().stats();
     EXPECT_EQ(stats.evicted, 1u);
     EXPECT_EQ(stats.refused, 0u);
     ::close(first);

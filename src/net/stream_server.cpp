@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <glog/logging.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,12 @@
 namespace mooncake::tent::net {
 
 namespace {
+
+// Whether a client's bytes wait unread on `fd`.
+bool hasUnreadBytes(int fd) {
+    int pending = 0;
+    return ::ioctl(fd, FIONREAD, &pending) == 0 && pending > 0;
+}
 
 int64_t nowMs() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -144,17 +151,23 @@ void StreamServer::reap(bool all) {
 bool StreamServer::admit(const std::string& newcomer) {
     // Caller holds conns_mu_.
     size_t open = 0;
-    Conn* oldest = nullptr;
     for (auto& conn : conns_) {
         int state = conn->state.load();
-        if (state != kIdle && state != kBusy) continue;
-        ++open;
-        if (state == kIdle &&
-            (!oldest || conn->idle_since_ms < oldest->idle_since_ms)) {
-            oldest = conn.get();
-        }
+        if (state == kIdle || state == kBusy) ++open;
     }
     if (open < static_cast<size_t>(limits_.max_connections)) return true;
+    // The longest-idle connection with nothing unread. Bytes waiting mean
+    // a request arrived that the connection's thread has not picked up
+    // yet: closing it would drop a waiting client's request to admit one
+    // that has asked nothing. Only at the cap, and at most one ioctl per
+    // better candidate.
+    Conn* oldest = nullptr;
+    for (auto& conn : conns_) {
+        if (conn->state.load() != kIdle) continue;
+        if (oldest && conn->idle_since_ms >= oldest->idle_since_ms) continue;
+        if (hasUnreadBytes(conn->c.fd)) continue;
+        oldest = conn.get();
+    }
     int expected = kIdle;
     // The CAS loses against the connection's own thread when a request
     // arrives on it right now; it is then busy and not evicted.
@@ -237,6 +250,7 @@ void StreamServer::acceptLoop() {
 void StreamServer::serve(Conn* conn) {
     const int fd = conn->c.fd;
     while (!stopping_) {
+        if (idle_hook_) idle_hook_(conn->c);
         Deadline idle_deadline = deadlineIn(limits_.idle_timeout_ms);
         Status s = waitReady(fd, POLLIN, idle_deadline, "idle wait");
         if (stopping_ || conn->state.load() == kClosing) break;

@@ -14,7 +14,9 @@
 //   - `<prefix>/max_connections` are open and a new client arrives: the
 //     longest-idle connection is closed to admit it (a flood of idle
 //     sockets cannot lock out well-behaved clients, which reconnect); when
-//     none is idle the newcomer is refused.
+//     none is idle the newcomer is refused. A connection whose next
+//     request has arrived but is not read yet is not idle: its client is
+//     waiting for an answer.
 // accept() failing with EMFILE/ENFILE/ENOBUFS/ENOMEM backs off for
 // kAcceptBackoffMs instead of spinning on a listener that stays readable.
 // Requests are never allocated by what a client announces: each protocol
@@ -101,6 +103,12 @@ class StreamServer {
     const ServerLimits& limits() const { return limits_; }
     Stats stats() const;
 
+    // Test seam, set before start(): called by a connection's thread each
+    // time the connection turns idle, before it waits for the next
+    // request, so a test can hold it there.
+    using IdleHook = std::function<void(const Connection& conn)>;
+    void setIdleHookForTest(IdleHook hook) { idle_hook_ = std::move(hook); }
+
  private:
     enum State : int { kIdle, kBusy, kClosing, kDone };
     struct Conn {
@@ -121,6 +129,7 @@ class StreamServer {
 
     const std::string name_;
     const FrameHandler handler_;
+    IdleHook idle_hook_;
     ServerLimits limits_;
 
     std::mutex lifecycle_mu_;  // serializes start()/stop()
