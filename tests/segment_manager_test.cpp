@@ -401,6 +401,61 @@ TEST(SegmentManagerTest, CachedWithinTtlFetchesOnce) {
     EXPECT_EQ(first->getMemory().transport_attrs.at(TCP), "fetch#3");
 }
 
+TEST(SegmentManagerTest, ALeaseIsCurrentExactlyWhileTheCachedCopyStands) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    SegmentManager mgr("local", fetcher, milliseconds(3600 * 1000));
+    SegmentID id = 0;
+    ASSERT_TRUE(mgr.openRemote(id, "peer:1").ok());
+    SegmentManager::RemoteLease lease;
+    EXPECT_FALSE(lease.current(SegmentManager::cacheNow()));
+    SegmentDescRef desc;
+    ASSERT_TRUE(mgr.getRemoteCached(desc, id, lease).ok());
+    EXPECT_EQ(fetcher->calls(), 1);
+    auto now = SegmentManager::cacheNow();
+    EXPECT_TRUE(lease.current(now));
+
+    // Invalidated from another thread: every thread's copy is gone.
+    std::thread([&] { ASSERT_TRUE(mgr.invalidateRemote(id).ok()); }).join();
+    EXPECT_FALSE(lease.current(now));
+    ASSERT_TRUE(mgr.getRemoteCached(desc, id, lease).ok());
+    EXPECT_EQ(fetcher->calls(), 2);
+    EXPECT_EQ(desc->getMemory().transport_attrs.at(TCP), "fetch#2");
+    EXPECT_TRUE(lease.current(now));
+
+    // Refreshed on this thread: getRemoteCached() would hand out the new
+    // copy, so the lease on the old one lapses.
+    SegmentDescRef fresh;
+    ASSERT_TRUE(mgr.getRemote(fresh, id).ok());
+    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_FALSE(lease.current(now));
+    ASSERT_TRUE(mgr.getRemoteCached(desc, id, lease).ok());
+    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_EQ(desc, fresh);
+
+    // The TTL bounds it like the cache it stands for.
+    now = SegmentManager::cacheNow();
+    EXPECT_TRUE(lease.current(now));
+    EXPECT_FALSE(lease.current(now + milliseconds(3600 * 1000 + 1)));
+
+    // Another thread's lease is its own: filling it fetches there, and
+    // leaves this one standing.
+    std::thread([&] {
+        SegmentManager::RemoteLease theirs;
+        SegmentDescRef d;
+        ASSERT_TRUE(mgr.getRemoteCached(d, id, theirs).ok());
+        EXPECT_TRUE(theirs.current(SegmentManager::cacheNow()));
+    }).join();
+    EXPECT_EQ(fetcher->calls(), 4);
+    EXPECT_TRUE(lease.current(now));
+
+    ASSERT_TRUE(mgr.closeRemote(id).ok());
+    EXPECT_FALSE(lease.current(now));
+    // The local descriptor is never cached, so never leased.
+    ASSERT_TRUE(mgr.getRemoteCached(desc, LOCAL_SEGMENT_ID, lease).ok());
+    EXPECT_EQ(desc, mgr.getLocal());
+    EXPECT_FALSE(lease.current(now));
+}
+
 TEST(SegmentManagerTest, ZeroTtlFetchesEveryTime) {
     auto fetcher = std::make_shared<CountingFetcher>();
     SegmentManager mgr("local", fetcher, milliseconds(0));

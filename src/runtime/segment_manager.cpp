@@ -22,34 +22,50 @@ struct SegmentManager::OpenSegment {
     std::atomic<bool> closed{false};
 };
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// The clock of the cache's expiry times: CLOCK_MONOTONIC (steady_clock's
-// clock) at tick resolution, a few times cheaper to read on every hit. A
-// TTL is a staleness bound of seconds; a tick (at most a few ms) does not
-// change what it means, and a TTL of 0 still expires at once.
-Clock::time_point cacheNow() {
-    timespec ts;
-    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return Clock::time_point(std::chrono::seconds(ts.tv_sec) +
-                             std::chrono::nanoseconds(ts.tv_nsec));
-}
-
-// Process-wide, never reused: a manager created at the address of a
-// destroyed one must not see that one's thread_local entries.
-std::atomic<uint64_t> g_next_instance_id{1};
-
-struct CacheEntry {
+struct SegmentManager::CacheEntry {
     SegmentDescRef desc;
-    Clock::time_point expiry;
+    CacheClock::time_point expiry;
     uint64_t generation = 0;
     // The open segment the entry was filled for. Held strongly so that a
     // hit needs neither the manager's lock nor its map: closing the
     // segment bumps its generation, which expires the entry.
     std::shared_ptr<SegmentManager::OpenSegment> segment;
+
+    // Whether a getRemoteCached() at `now` may hand out `desc`.
+    bool current(CacheClock::time_point now) const {
+        return generation ==
+                   segment->generation.load(std::memory_order_acquire) &&
+               now < expiry;
+    }
 };
+
+// CLOCK_MONOTONIC (steady_clock's clock) at tick resolution, a few times
+// cheaper to read on every hit. A TTL is a staleness bound of seconds; a
+// tick (at most a few ms) does not change what it means, and a TTL of 0
+// still expires at once.
+SegmentManager::CacheClock::time_point SegmentManager::cacheNow() {
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return CacheClock::time_point(std::chrono::seconds(ts.tv_sec) +
+                                  std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+bool SegmentManager::RemoteLease::current(CacheClock::time_point now) const {
+    // `closed` first: a closed segment's entry may have been pruned from
+    // this thread's cache, so the entry is read only while it is open
+    // (pruning runs on this thread, never under the check).
+    return entry_ != nullptr &&
+           !segment_->closed.load(std::memory_order_acquire) &&
+           entry_->current(now) && entry_->desc.get() == desc_;
+}
+
+namespace {
+
+using CacheEntry = SegmentManager::CacheEntry;
+
+// Process-wide, never reused: a manager created at the address of a
+// destroyed one must not see that one's thread_local entries.
+std::atomic<uint64_t> g_next_instance_id{1};
 
 struct CacheKeyHash {
     size_t operator()(const std::pair<uint64_t, SegmentID>& key) const {
@@ -218,6 +234,17 @@ Status SegmentManager::closeRemote(SegmentID handle) {
 }
 
 Status SegmentManager::getRemoteCached(SegmentDescRef& desc, SegmentID handle) {
+    return lookupRemote(desc, handle, nullptr);
+}
+
+Status SegmentManager::getRemoteCached(SegmentDescRef& desc, SegmentID handle,
+                                       RemoteLease& lease) {
+    return lookupRemote(desc, handle, &lease);
+}
+
+Status SegmentManager::lookupRemote(SegmentDescRef& desc, SegmentID handle,
+                                    RemoteLease* lease) {
+    if (lease) lease->reset();
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
@@ -226,19 +253,24 @@ Status SegmentManager::getRemoteCached(SegmentDescRef& desc, SegmentID handle) {
     // id as long as its generation has not moved (ids are never reused,
     // and closeRemote() bumps it).
     ThreadCache& cache = threadCache();
-    auto it = cache.find({instance_id_, handle});
-    if (it != cache.end()) {
-        const CacheEntry& entry = it->second;
-        bool current = entry.generation == entry.segment->generation.load(
-                                               std::memory_order_acquire);
-        if (current && cacheNow() < entry.expiry) {
-            // A caller that passes in the descriptor it holds already
-            // (a cache of its own) pays no reference-count traffic.
-            if (desc != entry.desc) desc = entry.desc;
-            return Status::OK();
-        }
+    const std::pair<uint64_t, SegmentID> key{instance_id_, handle};
+    auto it = cache.find(key);
+    if (it != cache.end() && it->second.current(cacheNow())) {
+        // A caller that passes in the descriptor it holds already (a cache
+        // of its own) pays no reference-count traffic.
+        if (desc != it->second.desc) desc = it->second.desc;
+    } else {
+        CHECK_STATUS(getRemote(desc, handle));
+        if (!lease) return Status::OK();
+        it = cache.find(key);  // getRemote() filled it
     }
-    return getRemote(desc, handle);
+    if (lease) {
+        const CacheEntry& entry = it->second;
+        lease->segment_ = entry.segment;
+        lease->entry_ = &entry;
+        lease->desc_ = entry.desc.get();
+    }
+    return Status::OK();
 }
 
 Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {

@@ -38,6 +38,38 @@ class SegmentFetcher {
 class SegmentManager {
  public:
     using Mutator = std::function<Status(SegmentDesc&)>;
+    using CacheClock = std::chrono::steady_clock;
+
+    // One open remote segment, and one thread's cached copy of its
+    // descriptor (opaque; named here only so that the per-thread caches
+    // and RemoteLease can hold them).
+    struct OpenSegment;
+    struct CacheEntry;
+
+    // A caller's hold on the calling thread's cached copy of one remote
+    // descriptor, for callers that keep a cache of their own per target
+    // (a transport's per-thread peer resolutions). current() answers, with
+    // a few loads and no lock, hash look-up or clock read, whether
+    // getRemoteCached() would still hand out the same descriptor: the
+    // segment is open, not invalidated, not refreshed by a getRemote() on
+    // this thread, and its TTL has not run out at `now`. Valid only on the
+    // thread that filled it.
+    class RemoteLease {
+     public:
+        // `now` from cacheNow(), read once for a run of checks.
+        bool current(CacheClock::time_point now) const;
+        void reset() { *this = RemoteLease(); }
+
+     private:
+        friend class SegmentManager;
+        std::shared_ptr<OpenSegment> segment_;
+        const CacheEntry* entry_ = nullptr;
+        const SegmentDesc* desc_ = nullptr;
+    };
+
+    // The clock of the cache's expiry times: CLOCK_MONOTONIC at tick
+    // resolution (see segment_manager.cpp).
+    static CacheClock::time_point cacheNow();
 
     SegmentManager(
         std::string local_segment_name, std::shared_ptr<SegmentFetcher> fetcher,
@@ -56,17 +88,19 @@ class SegmentManager {
     // descriptor's `name`. `desc` may come in holding a descriptor; it is
     // left alone when that is still the current one.
     Status getRemoteCached(SegmentDescRef& desc, SegmentID handle);
+    // The same, and fills `lease` for the descriptor handed out (resets it
+    // for the local segment, whose descriptor is not cached).
+    Status getRemoteCached(SegmentDescRef& desc, SegmentID handle,
+                           RemoteLease& lease);
     // Always fetches and refreshes the calling thread's cache.
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
     Status invalidateRemote(SegmentID handle);
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
 
-    // One open remote segment (opaque; named here only so that the
-    // per-thread descriptor caches can hold it).
-    struct OpenSegment;
-
  private:
+    Status lookupRemote(SegmentDescRef& desc, SegmentID handle,
+                        RemoteLease* lease);
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,

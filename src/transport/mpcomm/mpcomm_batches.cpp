@@ -140,7 +140,8 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
 // The slot of `target` in this submission, made (and its peer resolved)
 // on first sight. A scan while the submission has named few targets; past
 // kLinearSlots, a hash, so that a batch over many peers stays linear.
-size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
+size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
+                                SegmentManager::CacheClock::time_point now) {
     std::vector<MpcommSubmitSlot>& slots = sub.slots;
     if (!sub.hashed) {
         for (size_t i = 0; i < slots.size(); ++i) {
@@ -175,7 +176,7 @@ size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target) {
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    slot.status = resolvePeer(target, slot.peer, sub.retired);
+    slot.status = resolvePeer(target, now, slot.peer, sub.retired);
     return index;
 }
 
@@ -215,6 +216,8 @@ Status MpcommTransport::submitTransferTasks(
         slots.reserve(std::min<size_t>(request_list.size(),
                                        MpcommSubBatch::kLinearSlots));
     }
+    // One clock read for every descriptor lease the submission checks.
+    const auto now = SegmentManager::cacheNow();
     size_t last_slot = kNoTask;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const size_t index = used + i;
@@ -233,7 +236,7 @@ Status MpcommTransport::submitTransferTasks(
             if (slots.size() == slots.capacity()) {
                 slots.reserve(slots.size() + (request_list.size() - i));
             }
-            s = slotFor(*sub, target);
+            s = slotFor(*sub, target, now);
         }
         MpcommSubmitSlot& slot = slots[s];
         if (slot.last == kNoTask) {

@@ -46,8 +46,10 @@ struct ResolveCacheEntry {
     uint64_t owner = 0;
     SegmentID target = LOCAL_SEGMENT_ID;
     // What getRemoteCached() last handed this entry: passed back in, so a
-    // hit costs no reference counting.
+    // hit costs no reference counting; and while `lease` says it is still
+    // what getRemoteCached() would hand out, not even the look-up.
     SegmentDescRef desc;
+    SegmentManager::RemoteLease lease;
     std::shared_ptr<MpcommResolvedPeer> peer;
 };
 
@@ -61,7 +63,8 @@ std::array<ResolveCacheEntry, kResolveCacheSlots>& resolveCache() {
 }  // namespace
 
 Status MpcommTransport::resolvePeer(
-    SegmentID target, MpcommResolvedPeer*& peer,
+    SegmentID target, SegmentManager::CacheClock::time_point now,
+    MpcommResolvedPeer*& peer,
     std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired) {
     SegmentManager& segments = metadata_->segmentManager();
     if (takeSuspicion(target)) {
@@ -78,7 +81,11 @@ Status MpcommTransport::resolvePeer(
         entry.owner = resolve_owner_;
         entry.target = target;
     }
-    Status found = segments.getRemoteCached(entry.desc, target);
+    if (entry.desc && entry.lease.current(now)) {
+        peer = entry.peer.get();
+        if (peer && peer->desc == entry.desc) return peer->status;
+    }
+    Status found = segments.getRemoteCached(entry.desc, target, entry.lease);
     if (!found.ok() || !entry.desc) {
         entry.desc.reset();
         // Unreachable now; keep suspecting so the next use reads afresh.
@@ -160,7 +167,9 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
     }
     MpcommResolvedPeer* peer = nullptr;
     std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
-    if (!resolvePeer(handle, peer, retired).ok()) return;
+    if (!resolvePeer(handle, SegmentManager::cacheNow(), peer, retired).ok()) {
+        return;
+    }
     MpcommPeerRegistry::Ticket place;
     Status ignored;
     // Starts the handshake if one is due; nobody waits for it here.

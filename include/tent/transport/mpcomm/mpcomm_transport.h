@@ -166,14 +166,18 @@ class MpcommTransport : public Transport {
     // paid two reference-count operations for each): it stays valid until
     // this thread's next resolvePeer(), which may evict it into `retired`,
     // whose owner keeps what it evicts for as long as it uses `peer`.
+    // `now` (SegmentManager::cacheNow(), read once per submission) checks
+    // the descriptor's lease: while it is current, no look-up at all.
     Status resolvePeer(
-        SegmentID target, MpcommResolvedPeer*& peer,
+        SegmentID target, SegmentManager::CacheClock::time_point now,
+        MpcommResolvedPeer*& peer,
         std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired);
     // submitTransferTasks() steps (mpcomm_batches.cpp), under the
     // sub-batch's submit_mu: the slot of `target`, made and resolved on
     // first sight; issuing a settled slot's tasks; and waiting, within
     // connect_timeout_ms, for the peers not ready yet.
-    size_t slotFor(MpcommSubBatch& sub, SegmentID target);
+    size_t slotFor(MpcommSubBatch& sub, SegmentID target,
+                   SegmentManager::CacheClock::time_point now);
     void issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot);
     void settleSlots(MpcommSubBatch& sub);
     // Reads `desc` into `peer` (the slow part of resolvePeer()).
