@@ -333,12 +333,12 @@ TEST(NetServerTest, AtMaxConnectionsTheLongestIdleIsClosedToAdmitANewcomer) {
     ::close(third);
 }
 
-// "127.0.0.1:<port>" of the local end of `fd`: how the server names it.
+// The local end of `fd`, named as the server names its peer.
 std::string localName(int fd) {
     sockaddr_in addr{};
     socklen_t len = sizeof(addr);
     EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    return addressName(addr);
 }
 
 TEST(NetServerTest, AtMaxConnectionsARequestWaitingUnreadIsNotEvicted) {

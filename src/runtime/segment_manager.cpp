@@ -255,16 +255,16 @@ Status SegmentManager::lookupRemote(SegmentDescRef& desc, SegmentID handle,
     ThreadCache& cache = threadCache();
     const std::pair<uint64_t, SegmentID> key{instance_id_, handle};
     auto it = cache.find(key);
-    if (it != cache.end() && it->second.current(cacheNow())) {
+    const bool hit = it != cache.end() && it->second.current(cacheNow());
+    if (hit) {
         // A caller that passes in the descriptor it holds already (a cache
         // of its own) pays no reference-count traffic.
         if (desc != it->second.desc) desc = it->second.desc;
     } else {
         CHECK_STATUS(getRemote(desc, handle));
-        if (!lease) return Status::OK();
-        it = cache.find(key);  // getRemote() filled it
     }
     if (lease) {
+        if (!hit) it = cache.find(key);  // getRemote() filled it
         const CacheEntry& entry = it->second;
         lease->segment_ = entry.segment;
         lease->entry_ = &entry;

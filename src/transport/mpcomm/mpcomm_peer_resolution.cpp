@@ -81,9 +81,12 @@ Status MpcommTransport::resolvePeer(
         entry.owner = resolve_owner_;
         entry.target = target;
     }
-    if (entry.desc && entry.lease.current(now)) {
+    // A current lease means entry.desc is what getRemoteCached() would
+    // hand out, and entry.peer was read from it.
+    if (entry.lease.current(now) && entry.peer &&
+        entry.peer->desc == entry.desc) {
         peer = entry.peer.get();
-        if (peer && peer->desc == entry.desc) return peer->status;
+        return peer->status;
     }
     Status found = segments.getRemoteCached(entry.desc, target, entry.lease);
     if (!found.ok() || !entry.desc) {
