@@ -83,6 +83,7 @@ RunInfo describeRun(TransferEngine& engine, const BenchOptions& options) {
     run.transport =
         options.transport_hint != UNSPEC ? run.transport_hint : run.xport_type;
     run.duration_s = options.duration_s;
+    run.warmup_duration_s = options.warmup_duration_s;
     run.check_consistency = options.check_consistency;
     return run;
 }

@@ -48,6 +48,10 @@ DEFINE_uint64(max_batch_size, 1, "Last batch size (doubling from start).");
 DEFINE_int32(start_num_threads, 1, "First number of submitting threads.");
 DEFINE_int32(max_num_threads, 1, "Last number of threads (doubling).");
 DEFINE_double(duration, 5, "Seconds each (block, batch, threads) case runs.");
+DEFINE_double(warmup_duration, 0,
+              "Seconds each thread of a case keeps submitting, uncounted, "
+              "after its first batch and before the measured window opens. "
+              "0: the first batch is the whole warm-up.");
 DEFINE_bool(check_consistency, false,
             "Write a pattern to the target, read every block back and compare "
             "it; a mismatch exits non-zero. Lowers the reported bandwidth.");
@@ -253,12 +257,18 @@ Status parseOptions(BenchOptions& options) {
             "--duration=" + formatSeconds(FLAGS_duration) +
             " must be positive");
     }
+    if (!(FLAGS_warmup_duration >= 0)) {
+        return Status::InvalidArgument(
+            "--warmup_duration=" + formatSeconds(FLAGS_warmup_duration) +
+            " must be zero or positive");
+    }
     if (!(FLAGS_transfer_timeout_s > 0)) {
         return Status::InvalidArgument(
             "--transfer_timeout_s=" + formatSeconds(FLAGS_transfer_timeout_s) +
             " must be positive");
     }
     options.duration_s = FLAGS_duration;
+    options.warmup_duration_s = FLAGS_warmup_duration;
     options.transfer_timeout_s = FLAGS_transfer_timeout_s;
     options.check_consistency = FLAGS_check_consistency;
     options.json_out = FLAGS_json_out;

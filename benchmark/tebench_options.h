@@ -41,6 +41,8 @@ struct BenchOptions {
     int start_num_threads = 0;
     int max_num_threads = 0;
     double duration_s = 0;
+    // Uncounted submitting after the first batch, before the window opens.
+    double warmup_duration_s = 0;
     double transfer_timeout_s = 0;
     bool check_consistency = false;
     // --json_out: where the initiator writes every row as JSON; empty: no

@@ -131,6 +131,7 @@ Status writeJsonReport(const std::string& path, const RunInfo& run,
     info["xport_type"] = run.xport_type;
     info["transport_hint"] = run.transport_hint;
     info["duration_s"] = run.duration_s;
+    info["warmup_duration_s"] = run.warmup_duration_s;
     info["check_consistency"] = run.check_consistency;
     root["first_transfer_us"] = run.first_transfer_us;
     root["rows"] = Json::Value(Json::arrayValue);

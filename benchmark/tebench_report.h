@@ -87,6 +87,7 @@ struct RunInfo {
     std::string xport_type;
     std::string transport_hint;
     double duration_s = 0;
+    double warmup_duration_s = 0;
     bool check_consistency = false;
     // The first case's first_batch_us: the run's first transfers.
     double first_transfer_us = 0;

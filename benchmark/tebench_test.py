@@ -73,6 +73,8 @@ def check_flag_errors(tebench):
         (["--start_block_size=8192", "--max_block_size=4096"],
          "--max_block_size=4096 is smaller than --start_block_size=8192"),
         (["--duration=0"], "--duration=0 must be positive"),
+        (["--warmup_duration=-0.5"],
+         "--warmup_duration=-0.5 must be zero or positive"),
     ]
     for args, message in cases:
         rc, _, err = run(tebench, args)
@@ -131,6 +133,7 @@ def check_json_rows(path, table_rows):
     assert report["first_transfer_us"] > 0, report
     assert report["run"]["op"] == "mix", report["run"]
     assert report["run"]["transport"] == XPORT, report["run"]
+    assert report["run"]["warmup_duration_s"] == 0.05, report["run"]
     rows = report["rows"]
     assert [(r["block_size"], r["batch_size"], r["threads"]) for r in rows] \
         == table_rows, (rows, table_rows)
@@ -154,7 +157,8 @@ def check_consistency_run(tebench):
                 "--start_block_size=4096", "--max_block_size=131072",
                 "--start_batch_size=2", "--max_batch_size=4",
                 "--start_num_threads=1", "--max_num_threads=2",
-                "--duration=0.5", "--json_out=" + json_out])
+                "--duration=0.5", "--warmup_duration=0.05",
+                "--json_out=" + json_out])
             assert rc == 0, (rc, out, err)
             # The first case (4096 B, batch 2, 1 thread) opens the table.
             m = re.search(r"^First transfer: ([\d.]+) us \(first batch of "

@@ -324,24 +324,24 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
                             thread, spec.num_threads, spec.block_size);
 
     std::vector<Request> requests(spec.batch_size);
-    uint64_t cursor = 0;
-    // Iteration 0 is the warm-up; the window opens once every thread has
-    // done it, and the loop runs until the window closes.
-    for (uint64_t iteration = 0;
-         !ctx.stop.load(std::memory_order_relaxed) &&
-         (iteration == 0 || Clock::now() < ctx.window_end);
+    // The warm-up is iteration 0 (the first batch, reported apart) and then
+    // --warmup_duration of uncounted batches; the window opens once every
+    // thread is through it, and the loop runs until the window closes.
+    bool warmup = true;
+    Clock::time_point warmup_end;
+    for (uint64_t iteration = 0; !ctx.stop.load(std::memory_order_relaxed) &&
+                                 (warmup || Clock::now() < ctx.window_end);
          ++iteration) {
-        const bool warmup = iteration == 0;
         for (uint64_t j = 0; j < spec.batch_size; ++j) {
-            // checkCapacity() guarantees blocks >= batch, so the requests of
-            // one batch address distinct blocks on both sides.
-            uint64_t lblock = (cursor + j) % lslice.blocks;
-            uint64_t rblock = (cursor + j) % rslice.blocks;
+            // As upstream tebench: every batch of a thread moves the first
+            // `batch` blocks of its slice, so the working set is what is in
+            // flight, not the whole buffer. checkCapacity() guarantees
+            // blocks >= batch on both sides.
             Request& r = requests[j];
             r.source =
-                reinterpret_cast<void*>(lslice.base + lblock * spec.block_size);
+                reinterpret_cast<void*>(lslice.base + j * spec.block_size);
             r.target_id = ctx.remote.id;
-            r.target_offset = rslice.base + rblock * spec.block_size;
+            r.target_offset = rslice.base + j * spec.block_size;
             r.length = spec.block_size;
             r.transport_hint = ctx.options.transport_hint;
             switch (ctx.options.op_type) {
@@ -357,7 +357,6 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
                     break;
             }
         }
-        cursor += spec.batch_size;
         if (ctx.options.check_consistency) {
             if (!consistencyRound(ctx, result, thread, iteration, warmup, lbuf,
                                   requests)) {
@@ -367,7 +366,16 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
                             warmup)) {
             return;
         }
-        if (warmup && !ctx.arriveAfterWarmup(result.first_batch_us)) return;
+        if (!warmup) continue;
+        const Clock::time_point now = Clock::now();
+        if (iteration == 0) {
+            warmup_end = now + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(
+                                       ctx.options.warmup_duration_s));
+        }
+        if (now < warmup_end) continue;
+        warmup = false;
+        if (!ctx.arriveAfterWarmup(result.first_batch_us)) return;
     }
 }
 

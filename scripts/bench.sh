@@ -18,7 +18,11 @@
 # and to memcpy), writes bench/results.json and plots GB/s against block
 # size into bench/gbps_vs_block.png. Raw outputs stay in bench/raw/.
 # --quick finishes in under 3 minutes on a 2-core host once built.
-# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1).
+# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1),
+# WARMUP (uncounted seconds before each case's window; default 0.5,
+# --quick 0.1: on this class of host a fresh pair of processes, and each
+# case's fresh threads, run several times slower for their first tenths
+# of a second, which a 0.1 s case would measure instead of the transport).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 
@@ -40,6 +44,7 @@ MAX_BLOCK=67108864
 if [ $QUICK -eq 1 ]; then
   MODE=quick
   DURATION="${DURATION:-0.1}"
+  WARMUP="${WARMUP:-0.1}"
   # Two sweeps per transport and op instead of the whole batch range.
   BATCH_RANGES=("1 1" "16 16")
   IPERF_SECONDS=1
@@ -49,6 +54,7 @@ if [ $QUICK -eq 1 ]; then
 else
   MODE=full
   DURATION="${DURATION:-1}"
+  WARMUP="${WARMUP:-0.5}"
   BATCH_RANGES=("1 16")
   IPERF_SECONDS=5
   UCX_SIZES=()
@@ -86,6 +92,8 @@ build_softmpcomm
 build_on tebench tent_memcpy_bw tent_transport_overhead
 BIN="$BUILD_ON/benchmark"
 SECONDS=0
+# From here on each step says when it started, so that a slow one shows.
+step() { echo; echo "==> [${SECONDS} s] $*"; }
 
 # Waits until `file` has a line matching `pattern` or `pid` exits, at most
 # 10 s; the server's own log line is the readiness signal.
@@ -116,6 +124,7 @@ for xport in mpcomm tcp; do
         --max_block_size=$MAX_BLOCK --start_batch_size="$b0" \
         --max_batch_size="$b1" --start_num_threads=1 \
         --max_num_threads=$MAX_THREADS --duration="$DURATION" \
+        --warmup_duration="$WARMUP" \
         --json_out="$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
     done
   done
@@ -181,4 +190,4 @@ step "tent_transport_overhead (ns per request over an instant adapter)"
 # --- report -----------------------------------------------------------------
 step "report ($MODE mode, measurements took ${SECONDS} s)"
 python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
-  --mode="$MODE" --duration="$DURATION" --seconds="$SECONDS"
+  --mode="$MODE" --duration="$DURATION" --warmup="$WARMUP" --seconds="$SECONDS"

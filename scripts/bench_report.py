@@ -3,7 +3,7 @@
 and a PNG plot of GB/s against block size.
 
 usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
-                       --duration=S --seconds=N
+                       --duration=S [--warmup=S] --seconds=N
 
 Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>.json (tebench
 --json_out), memcpy.txt (tent_memcpy_bw), iperf3_P<n>.json (iperf3 -J),
@@ -149,6 +149,126 @@ def build(rows, memcpy, iperf3, ucx):
     return lines
 
 
+GOAL_MIN_BLOCK = 256 << 10
+GOAL_MAX_BLOCK = 64 << 20
+
+
+def summarize(values):
+    """'median 1.02x, 23/36 >= limit (min 0.41x)' parts for one goal."""
+    if not values:
+        return {"rows": 0}
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = (ordered[mid] if len(ordered) % 2 else
+              (ordered[mid - 1] + ordered[mid]) / 2)
+    return {"rows": len(values), "median": median, "min": ordered[0]}
+
+
+def bandwidth_goals(rows, iperf3):
+    """Issue 9's bandwidth goals over 256 KiB..64 MiB, per op: each row, and
+    each block size's best row (the plot's view), against its limit."""
+    by_key = {}
+    for r in rows:
+        if GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK:
+            key = (r["block_size"], r["batch_size"], r["threads"])
+            by_key.setdefault(key, {})[(r["transport"], r["op"])] = r[
+                "bw_gbps"]
+    ip2 = iperf3.get(2)
+    out = []
+    for op in ("read", "write"):
+        per_row_tcp, per_row_ip3 = [], []
+        best = {}
+        for (block, _, _), series in by_key.items():
+            mp, tcp = series.get(("mpcomm", op)), series.get(("tcp", op))
+            if mp is not None and tcp:
+                per_row_tcp.append(mp / tcp)
+            if mp is not None and ip2:
+                per_row_ip3.append(mp / ip2)
+            for xport in ("mpcomm", "tcp"):
+                v = series.get((xport, op))
+                if v is not None:
+                    k = (xport, block)
+                    best[k] = max(best.get(k, 0.0), v)
+        blocks = sorted({b for (_, b) in best})
+        best_tcp = [best[("mpcomm", b)] / best[("tcp", b)] for b in blocks
+                    if ("mpcomm", b) in best and best.get(("tcp", b))]
+        best_ip3 = [best[("mpcomm", b)] / ip2 for b in blocks
+                    if ("mpcomm", b) in best and ip2]
+        tcp_best = [best[("tcp", b)] for b in blocks if ("tcp", b) in best]
+        steps = [(blocks[i], blocks[i + 1], tcp_best[i + 1] / tcp_best[i])
+                 for i in range(len(tcp_best) - 1) if tcp_best[i]]
+        for name, limit, rows_v, best_v in (
+                ("mpcomm / tcp, same case", 0.9, per_row_tcp, best_tcp),
+                ("mpcomm / iperf3 2-stream", 0.8, per_row_ip3, best_ip3)):
+            out.append({"goal": name, "op": op, "limit": limit,
+                        "per_row": summarize(rows_v),
+                        "per_row_met": sum(v >= limit for v in rows_v),
+                        "best_per_size": summarize(best_v),
+                        "best_per_size_met": sum(v >= limit
+                                                 for v in best_v)})
+        falls = [s for s in steps if s[2] < 0.9]
+        out.append({"goal": "tcp: no step falls > 10 %", "op": op,
+                    "limit": 0.9, "steps": len(steps),
+                    "steps_falling": [{"from": a, "to": b, "ratio": r}
+                                      for a, b, r in falls]})
+    return out
+
+
+def overhead_goals(overhead):
+    """Ratios of tent_transport_overhead's rows that issue 9's goals name."""
+    rows = {(o["name"], o["buffers"], o["peers"], o["batch"]):
+            o["ns_per_request"] for o in overhead}
+    out = []
+    for batch in sorted({k[3] for k in rows if k[0] == "BM_TransportWrite"}):
+        t = lambda b, p: rows.get(("BM_TransportWrite", b, p, batch))
+        e = lambda b, p: rows.get(("BM_EngineWrite", b, p, batch))
+        a = lambda p: rows.get(("BM_AdapterDirect", 0, p, batch))
+        base = t(1, 1)
+        if not base:
+            continue
+        out.append({"batch": batch,
+                    "buffers_1024_over_1": ratio(t(1024, 1), base),
+                    "peers_64_over_1": ratio(t(1, 64), base),
+                    "transport_over_adapter": ratio(base, a(1)),
+                    "engine_over_transport": ratio(e(1, 1), base)})
+    return out
+
+
+def goal_lines(bw, ovh):
+    lines = ["Against issue 9's goals (256 KiB..64 MiB; per row, and each "
+             "block size's best row):"]
+    for g in bw:
+        if "steps" in g:
+            falls = ", ".join("%s->%s %.2fx" % (size(f["from"]), size(f["to"]),
+                                                f["ratio"])
+                              for f in g["steps_falling"]) or "none"
+            lines.append("  %-26s %-5s %d of %d steps fall (%s)" % (
+                g["goal"], g["op"], len(g["steps_falling"]), g["steps"],
+                falls))
+            continue
+        pr, bp = g["per_row"], g["best_per_size"]
+        if not pr["rows"]:
+            continue
+        lines.append(
+            "  %-26s %-5s >= %.1fx: rows %d/%d (median %.2fx, min %.2fx); "
+            "sizes %d/%d (median %.2fx, min %.2fx)" %
+            (g["goal"], g["op"], g["limit"], g["per_row_met"], pr["rows"],
+             pr["median"], pr["min"], g["best_per_size_met"], bp["rows"],
+             bp.get("median", 0), bp.get("min", 0)))
+    for o in ovh:
+        lines.append(
+            "  overhead batch %-3d 1024/1 buffers %s, 64/1 peers %s, "
+            "transport/adapter %s, engine/transport %s" %
+            (o["batch"], fmt(o["buffers_1024_over_1"], 4),
+             fmt(o["peers_64_over_1"], 4), fmt(o["transport_over_adapter"], 5),
+             fmt(o["engine_over_transport"], 4)))
+    return lines
+
+
+def size(n):
+    return "%dM" % (n >> 20) if n >= 1 << 20 else "%dK" % (n >> 10)
+
+
 def plot(out_dir, rows, memcpy, iperf3, ucx):
     """Best GB/s over batch and threads per block size, one line a series."""
     data = os.path.join(out_dir, "gbps_vs_block.dat")
@@ -201,6 +321,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", required=True)
     ap.add_argument("--duration", type=float, required=True)
+    ap.add_argument("--warmup", type=float, default=0.0)
     ap.add_argument("--seconds", type=int, required=True)
     args = ap.parse_args()
 
@@ -225,6 +346,10 @@ def main():
         lines.append("  %-20s buffers=%-5s peers=%-3s batch=%-3d %12.1f" % (
             o["name"], o["buffers"] or "-", o["peers"] or "-", o["batch"],
             o["ns_per_request"]))
+    bw_goals = bandwidth_goals(rows, iperf3)
+    ovh_goals = overhead_goals(overhead)
+    lines.append("")
+    lines += goal_lines(bw_goals, ovh_goals)
     png = plot(args.out, rows, memcpy, iperf3, ucx)
     lines.append("")
     lines.append("plot: %s" % png)
@@ -239,6 +364,7 @@ def main():
         "host": {"name": platform.node(), "cpus": os.cpu_count(),
                  "kernel": platform.release()},
         "tebench_case_duration_s": args.duration,
+        "tebench_case_warmup_s": args.warmup,
         "measurement_seconds": args.seconds,
         "tebench": rows,
         "tebench_first_transfer_us": first,
@@ -250,6 +376,7 @@ def main():
                 for (t, s), g in sorted(ucx.items())],
         "ucx_note": ucx_note,
         "transport_overhead": overhead,
+        "goals": {"bandwidth": bw_goals, "overhead": ovh_goals},
         "plot": png,
     }
     with open(os.path.join(args.out, "results.json"), "w") as f:
