@@ -13,6 +13,8 @@
 #     ucx-utils with apt-get when missing; skipped with a note when that
 #     fails);
 #   - memcpy of the same block sizes (tent_memcpy_bw);
+#   - a plain loopback TCP request/response of each block size
+#     (scripts/loopback_rr.py: the host's own per-size shape, no TENT);
 #   - tent_transport_overhead (ns per request through MpcommTransport);
 # and prints one side-by-side table (each of ours also as a ratio to iperf3
 # and to memcpy), writes bench/results.json and plots GB/s against block
@@ -134,6 +136,13 @@ done
 step "memcpy, $START_BLOCK..$MAX_BLOCK bytes"
 "$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
   --max_block_size=$MAX_BLOCK --duration="$DURATION" | tee "$RAW/memcpy.txt"
+
+# --- plain socket request/response -----------------------------------------
+sizes=""
+for ((s = START_BLOCK; s <= MAX_BLOCK; s *= 2)); do sizes+="${sizes:+,}$s"; done
+step "loopback request/response (one connection, one request in flight), $START_BLOCK..$MAX_BLOCK bytes"
+python3 "$ROOT/scripts/loopback_rr.py" --sizes="$sizes" --seconds="$DURATION" \
+  | tee "$RAW/loopback_rr.txt"
 
 # --- iperf3 -----------------------------------------------------------------
 for streams in 1 2; do

@@ -6,7 +6,8 @@ usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
                        --duration=S [--warmup=S] --seconds=N
 
 Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>.json (tebench
---json_out), memcpy.txt (tent_memcpy_bw), iperf3_P<n>.json (iperf3 -J),
+--json_out), memcpy.txt (tent_memcpy_bw), loopback_rr.txt
+(scripts/loopback_rr.py), iperf3_P<n>.json (iperf3 -J),
 ucx_<test>_<size>.txt (ucx_perftest) or ucx_skipped.txt, overhead.json
 (Google Benchmark). Writes --out/results.json, --out/table.txt,
 --out/gbps_vs_block.png (through gnuplot) and the data it plots.
@@ -48,6 +49,20 @@ def load_memcpy(raw):
         for line in f:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "memcpy":
+                out[int(parts[1])] = float(parts[2])
+    return out
+
+
+def load_loopback_rr(raw):
+    """{size: GB/s} of scripts/loopback_rr.py; empty for older raw dirs."""
+    out = {}
+    path = os.path.join(raw, "loopback_rr.txt")
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "rr":
                 out[int(parts[1])] = float(parts[2])
     return out
 
@@ -103,7 +118,7 @@ def load_overhead(raw):
 
 
 def ratio(value, ref):
-    return value / ref if ref else None
+    return value / ref if ref and value is not None else None
 
 
 def fmt(v, width=7, digits=2):
@@ -111,7 +126,7 @@ def fmt(v, width=7, digits=2):
         width, "-")
 
 
-def build(rows, memcpy, iperf3, ucx):
+def build(rows, memcpy, iperf3, ucx, rr):
     """One entry per (block, batch, threads): every series side by side."""
     table = {}
     for r in rows:
@@ -124,11 +139,12 @@ def build(rows, memcpy, iperf3, ucx):
     for xport, op in SERIES:
         name = "%s %s" % (xport, op)
         head += " | %-21s" % name
-    head += " | %7s %7s | %7s %7s" % ("ucx put", "ucx get", "memcpy",
-                                        "iperf3")
+    head += " | %7s %7s | %7s %7s %7s" % ("ucx put", "ucx get", "memcpy",
+                                            "sock rr", "iperf3")
     sub = "%9s %5s %3s" % ("(bytes)", "", "")
     sub += " | %7s %6s %6s" % ("GB/s", "/ip3", "/mcp") * len(SERIES)
-    sub += " | %7s %7s | %7s %7s" % ("GB/s", "GB/s", "GB/s", "GB/s")
+    sub += " | %7s %7s | %7s %7s %7s" % ("GB/s", "GB/s", "GB/s", "GB/s",
+                                          "GB/s")
     lines += [head, sub, "-" * len(sub)]
     for key in sorted(table):
         block, batch, threads = key
@@ -141,10 +157,11 @@ def build(rows, memcpy, iperf3, ucx):
                 line += " | %s %s %s" % (fmt(r["bw_gbps"], 7, 3),
                                           fmt(r["ratio_iperf3"], 6),
                                           fmt(r["ratio_memcpy"], 6))
-        line += " | %s %s | %s %s" % (
+        line += " | %s %s | %s %s %s" % (
             fmt(ucx.get(("ucp_put_bw", block)), 7, 3),
             fmt(ucx.get(("ucp_get", block)), 7, 3),
-            fmt(memcpy.get(block), 7, 3), fmt(iperf3.get(threads), 7, 3))
+            fmt(memcpy.get(block), 7, 3), fmt(rr.get(block), 7, 3),
+            fmt(iperf3.get(threads), 7, 3))
         lines.append(line)
     return lines
 
@@ -164,7 +181,7 @@ def summarize(values):
     return {"rows": len(values), "median": median, "min": ordered[0]}
 
 
-def bandwidth_goals(rows, iperf3):
+def bandwidth_goals(rows, iperf3, rr):
     """Issue 9's bandwidth goals over 256 KiB..64 MiB, per op: each row, and
     each block size's best row (the plot's view), against its limit."""
     by_key = {}
@@ -209,7 +226,9 @@ def bandwidth_goals(rows, iperf3):
         falls = [s for s in steps if s[2] < 0.9]
         out.append({"goal": "tcp: no step falls > 10 %", "op": op,
                     "limit": 0.9, "steps": len(steps),
-                    "steps_falling": [{"from": a, "to": b, "ratio": r}
+                    "steps_falling": [{"from": a, "to": b, "ratio": r,
+                                       "loopback_rr_ratio": ratio(
+                                           rr.get(b), rr.get(a))}
                                       for a, b, r in falls]})
     return out
 
@@ -239,9 +258,11 @@ def goal_lines(bw, ovh):
              "block size's best row):"]
     for g in bw:
         if "steps" in g:
-            falls = ", ".join("%s->%s %.2fx" % (size(f["from"]), size(f["to"]),
-                                                f["ratio"])
-                              for f in g["steps_falling"]) or "none"
+            falls = ", ".join(
+                "%s->%s %.2fx%s" % (size(f["from"]), size(f["to"]), f["ratio"],
+                                    " (socket rr %.2fx)" % f["loopback_rr_ratio"]
+                                    if f["loopback_rr_ratio"] else "")
+                for f in g["steps_falling"]) or "none"
             lines.append("  %-26s %-5s %d of %d steps fall (%s)" % (
                 g["goal"], g["op"], len(g["steps_falling"]), g["steps"],
                 falls))
@@ -269,11 +290,12 @@ def size(n):
     return "%dM" % (n >> 20) if n >= 1 << 20 else "%dK" % (n >> 10)
 
 
-def plot(out_dir, rows, memcpy, iperf3, ucx):
+def plot(out_dir, rows, memcpy, iperf3, ucx, rr):
     """Best GB/s over batch and threads per block size, one line a series."""
     data = os.path.join(out_dir, "gbps_vs_block.dat")
     blocks = sorted({r["block_size"] for r in rows} | set(memcpy))
-    columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy"]
+    columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy",
+                                                "loopback_rr"]
     with open(data, "w") as f:
         f.write("# block_size " + " ".join(columns) + "  (GB/s; best over "
                 "batch and threads for tebench; NaN = not measured)\n")
@@ -284,13 +306,15 @@ def plot(out_dir, rows, memcpy, iperf3, ucx):
                       and r["transport"] == xport and r["op"] == op]
                 vals.append(max(bw) if bw else None)
             vals += [ucx.get(("ucp_put_bw", block)),
-                     ucx.get(("ucp_get", block)), memcpy.get(block)]
+                     ucx.get(("ucp_get", block)), memcpy.get(block),
+                     rr.get(block)]
             f.write("%d %s\n" % (block, " ".join(
                 "NaN" if v is None else "%.4f" % v for v in vals)))
     png = os.path.join(out_dir, "gbps_vs_block.png")
     titles = ["tebench mpcomm read", "tebench mpcomm write",
               "tebench tcp read", "tebench tcp write", "ucx_perftest put (tcp)",
-              "ucx_perftest get (tcp)", "memcpy"]
+              "ucx_perftest get (tcp)", "memcpy",
+              "socket request/response (loopback_rr.py)"]
     plots = ['"%s" using ($1/1024):%d with linespoints title "%s"' %
              (data, i + 2, t) for i, t in enumerate(titles)]
     for streams, gbps in sorted(iperf3.items()):
@@ -328,13 +352,16 @@ def main():
     rows, first = load_tebench(args.raw)
     memcpy = load_memcpy(args.raw)
     iperf3 = load_iperf3(args.raw)
+    rr = load_loopback_rr(args.raw)
     ucx, ucx_note = load_ucx(args.raw)
     overhead = load_overhead(args.raw)
 
-    lines = build(rows, memcpy, iperf3, ucx)
+    lines = build(rows, memcpy, iperf3, ucx, rr)
     lines.append("")
     lines.append("/ip3: ratio to iperf3 loopback with as many streams as "
-                 "threads; /mcp: ratio to memcpy of the block size.")
+                 "threads; /mcp: ratio to memcpy of the block size; sock rr: "
+                 "one loopback connection, one request of the block size in "
+                 "flight, no TENT (scripts/loopback_rr.py).")
     lines.append("First transfer of each tebench run (us, connection setup "
                  "included): " + ", ".join("%s %.0f" % kv
                                            for kv in sorted(first.items())))
@@ -346,11 +373,11 @@ def main():
         lines.append("  %-20s buffers=%-5s peers=%-3s batch=%-3d %12.1f" % (
             o["name"], o["buffers"] or "-", o["peers"] or "-", o["batch"],
             o["ns_per_request"]))
-    bw_goals = bandwidth_goals(rows, iperf3)
+    bw_goals = bandwidth_goals(rows, iperf3, rr)
     ovh_goals = overhead_goals(overhead)
     lines.append("")
     lines += goal_lines(bw_goals, ovh_goals)
-    png = plot(args.out, rows, memcpy, iperf3, ucx)
+    png = plot(args.out, rows, memcpy, iperf3, ucx, rr)
     lines.append("")
     lines.append("plot: %s" % png)
     text = "\n".join(lines) + "\n"
@@ -370,6 +397,8 @@ def main():
         "tebench_first_transfer_us": first,
         "memcpy": [{"block_size": b, "gbps": g}
                    for b, g in sorted(memcpy.items())],
+        "loopback_rr": [{"block_size": b, "gbps": g}
+                        for b, g in sorted(rr.items())],
         "iperf3": [{"streams": s, "write_size": 1 << 20, "gbps": g}
                    for s, g in sorted(iperf3.items())],
         "ucx": [{"test": t, "block_size": s, "gbps": g}
