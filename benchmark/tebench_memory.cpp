@@ -56,13 +56,6 @@ bool verifyHost(const uint8_t* src, size_t length, uint64_t seed,
     return true;
 }
 
-// Writes every page once. madvise(MADV_POPULATE_WRITE) is not enough on
-// a VM whose host backs guest memory on first write (free page
-// reporting): the guest maps the pages, and the first real store still
-// faults in the host, at under 1 GB/s. The byte is not zero so that
-// zero-page merging cannot take the backing away again.
-void prefault(void* addr, size_t length) { std::memset(addr, 0x5a, length); }
-
 Status allocateOne(TransferEngine& engine, const BenchOptions& options,
                    SegType type, const Location& location,
                    std::vector<LocalBuffer>& buffers) {
@@ -79,10 +72,6 @@ Status allocateOne(TransferEngine& engine, const BenchOptions& options,
                                     " bytes at " + location + ": " +
                                     std::string(s.message()));
     }
-    // Fault every page in now, as pinning does on an RDMA host: otherwise
-    // the first pass over a large buffer measures the kernel zeroing pages,
-    // and a short case over a 2 GiB buffer never gets past it.
-    if (type == SegType::kDram) prefault(buffer.addr, buffer.length);
     s = engine.registerLocalMemory(buffer.addr, buffer.length, mem);
     if (!s.ok()) {
         engine.freeLocalMemory(buffer.addr);
