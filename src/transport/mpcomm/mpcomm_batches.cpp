@@ -141,7 +141,7 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
 // on first sight. A scan while the submission has named few targets; past
 // kLinearSlots, a hash, so that a batch over many peers stays linear.
 size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
-                                SegmentManager::CacheClock::time_point now) {
+                                const MpcommResolveScope& scope) {
     std::vector<MpcommSubmitSlot>& slots = sub.slots;
     if (!sub.hashed) {
         for (size_t i = 0; i < slots.size(); ++i) {
@@ -176,7 +176,8 @@ size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    slot.status = resolvePeer(target, now, slot.peer, sub.retired);
+    Status resolved = resolvePeer(target, scope, slot.peer, sub.retired);
+    if (!resolved.ok()) failSlot(sub, slot, std::move(resolved));
     return index;
 }
 
@@ -216,8 +217,8 @@ Status MpcommTransport::submitTransferTasks(
         slots.reserve(std::min<size_t>(request_list.size(),
                                        MpcommSubBatch::kLinearSlots));
     }
-    // One clock read for every descriptor lease the submission checks.
-    const auto now = SegmentManager::cacheNow();
+    // One clock read, cache look-up and suspicion check for every target.
+    const MpcommResolveScope scope = resolveScope();
     size_t last_slot = kNoTask;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const size_t index = used + i;
@@ -231,12 +232,11 @@ Status MpcommTransport::submitTransferTasks(
         if (s == kNoTask || slots[s].target != target) {
             // At most one new slot per request left: growing to that
             // bound at once costs one reallocation where doubling from
-            // kLinearSlots took three for a batch of 64 targets (the
-            // slots are moved with their shared_ptrs each time).
+            // kLinearSlots took three for a batch of 64 targets.
             if (slots.size() == slots.capacity()) {
                 slots.reserve(slots.size() + (request_list.size() - i));
             }
-            s = slotFor(*sub, target, now);
+            s = slotFor(*sub, target, scope);
         }
         MpcommSubmitSlot& slot = slots[s];
         if (slot.last == kNoTask) {
@@ -253,7 +253,7 @@ Status MpcommTransport::submitTransferTasks(
     // kReady for, without the registry's lock.
     bool all_settled = true;
     for (MpcommSubmitSlot& slot : slots) {
-        if (!slot.status.ok() ||
+        if (!slot.ok() ||
             (slot.peer->link && slot.peer->link->readyFor(slot.peer->view))) {
             issueSlot(*sub, slot);
         } else {
@@ -271,6 +271,8 @@ Status MpcommTransport::submitTransferTasks(
         sub->hashed = false;
     }
     slots.clear();
+    sub->slot_errors.clear();
+    sub->tickets.clear();
     // No slot points at an evicted resolution any more.
     sub->retired.clear();
     // Publishes the filled tasks to pollers.
@@ -284,7 +286,7 @@ void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
          index = sub.next_task[index]) {
         MpcommTask& task = sub.tasks[index];
         MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
-        if (slot.status.ok()) {
+        if (slot.ok()) {
             handle = issueMpcommTransfer(*adapter_, task.request,
                                          slot.peer->view.host_id);
             if (handle == kInvalidMpcommTransferHandle) {
@@ -301,34 +303,46 @@ void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
             handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
             std::memory_order_relaxed);
     }
-    if (!slot.status.ok()) LOG(ERROR) << slot.status.message();
+    if (!slot.ok()) LOG(ERROR) << sub.slot_errors[slot.error].message();
+}
+
+void MpcommTransport::failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
+                               Status why) {
+    slot.error = static_cast<uint32_t>(sub.slot_errors.size());
+    sub.slot_errors.push_back(std::move(why));
 }
 
 void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
     const auto deadline =
         MpcommPeerRegistry::Clock::now() +
         std::chrono::milliseconds(settings_.connect_timeout_ms);
+    // One ticket per slot, by index; sized once, so `waiting` may point
+    // into it.
+    sub.tickets.resize(sub.slots.size());
     std::vector<MpcommPeerRegistry::Ticket*> waiting;
     for (;;) {
         waiting.clear();
-        for (MpcommSubmitSlot& slot : sub.slots) {
+        for (size_t i = 0; i < sub.slots.size(); ++i) {
+            MpcommSubmitSlot& slot = sub.slots[i];
             if (slot.settled) continue;
+            MpcommPeerRegistry::Ticket& ticket = sub.tickets[i];
             Status error;
-            switch (registry_.poll(slot.peer->view, slot.ticket, error)) {
+            switch (registry_.poll(slot.peer->view, ticket, error)) {
                 case MpcommPeerRegistry::Progress::kReady:
                     // Later requests to this peer skip poll().
-                    slot.peer->link = slot.ticket.link();
+                    slot.peer->link = ticket.link();
                     issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kFailed:
-                    slot.status = Status(error.code(),
-                                         "MpcommTransport: segment " +
-                                             slot.peer->view.host_id + ": " +
-                                             std::string(error.message()));
+                    failSlot(sub, slot,
+                             Status(error.code(),
+                                    "MpcommTransport: segment " +
+                                        slot.peer->view.host_id + ": " +
+                                        std::string(error.message())));
                     issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kWaiting:
-                    waiting.push_back(&slot.ticket);
+                    waiting.push_back(&ticket);
                     break;
             }
         }
@@ -340,10 +354,11 @@ void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
                 if (slot.settled) continue;
                 Status late = MpcommPeerRegistry::handshakeTimeout(
                     slot.peer->view, settings_.connect_timeout_ms);
-                slot.status =
+                failSlot(
+                    sub, slot,
                     Status(late.code(), "MpcommTransport: segment " +
                                             slot.peer->view.host_id + ": " +
-                                            std::string(late.message()));
+                                            std::string(late.message())));
                 issueSlot(sub, slot);
             }
             return;

@@ -29,8 +29,6 @@ void MpcommTransport::suspectPeer(SegmentID target) {
 }
 
 bool MpcommTransport::takeSuspicion(SegmentID target) {
-    // One relaxed load on the hot path while no transfer has failed.
-    if (suspect_count_.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<std::mutex> lock(suspect_mu_);
     if (suspect_.erase(target) == 0) return false;
     suspect_count_.fetch_sub(1);
@@ -55,25 +53,36 @@ struct ResolveCacheEntry {
 
 constexpr size_t kResolveCacheSlots = 256;
 
-std::array<ResolveCacheEntry, kResolveCacheSlots>& resolveCache() {
-    thread_local std::array<ResolveCacheEntry, kResolveCacheSlots> cache;
-    return cache;
-}
-
 }  // namespace
 
+struct MpcommResolveCache {
+    std::array<ResolveCacheEntry, kResolveCacheSlots> entries;
+};
+
+MpcommResolveScope MpcommTransport::resolveScope() {
+    // The thread_local's address costs a __tls_get_addr() call in a shared
+    // library: once per submission, not once per target.
+    thread_local MpcommResolveCache cache;
+    MpcommResolveScope scope;
+    scope.now = SegmentManager::cacheNow();
+    scope.cache = &cache;
+    scope.suspicions = suspect_count_.load(std::memory_order_relaxed) != 0;
+    return scope;
+}
+
 Status MpcommTransport::resolvePeer(
-    SegmentID target, SegmentManager::CacheClock::time_point now,
+    SegmentID target, const MpcommResolveScope& scope,
     MpcommResolvedPeer*& peer,
     std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired) {
     SegmentManager& segments = metadata_->segmentManager();
-    if (takeSuspicion(target)) {
+    if (scope.suspicions && takeSuspicion(target)) {
         // A failed transfer may mean a restarted peer: the cached descriptor
         // would still show the old process.
         segments.invalidateRemote(target);
     }
+    const SegmentManager::CacheClock::time_point now = scope.now;
     ResolveCacheEntry& entry =
-        resolveCache()[static_cast<size_t>(target) % kResolveCacheSlots];
+        scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
     if (entry.owner != resolve_owner_ || entry.target != target) {
         // The caller may still point at the evicted resolution.
         if (entry.peer) retired.push_back(std::move(entry.peer));
@@ -170,7 +179,7 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
     }
     MpcommResolvedPeer* peer = nullptr;
     std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
-    if (!resolvePeer(handle, SegmentManager::cacheNow(), peer, retired).ok()) {
+    if (!resolvePeer(handle, resolveScope(), peer, retired).ok()) {
         return;
     }
     MpcommPeerRegistry::Ticket place;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tent/common/types.h"
@@ -41,23 +42,31 @@ struct MpcommTask {
 };
 
 // The tasks of one submission bound for one target segment (scratch of
-// submitTransferTasks()).
+// submitTransferTasks()). Trivially destructible, so that a submission to
+// many targets pays no constructor or destructor per target: what only a
+// failing or waiting slot needs lives beside the slots in the sub-batch.
 struct MpcommSubmitSlot {
+    static constexpr uint32_t kNoError = UINT32_MAX;
+
     SegmentID target = LOCAL_SEGMENT_ID;
-    Status status;
-    // Null when the segment could not be resolved (`status` says why).
-    // Not owned: this thread's resolution cache holds it, or the
+    // Null when the segment could not be resolved (the slot's error says
+    // why). Not owned: this thread's resolution cache holds it, or the
     // sub-batch's `retired` when a later target evicted it (see
     // MpcommTransport::resolvePeer()).
     MpcommResolvedPeer* peer = nullptr;
-    MpcommPeerRegistry::Ticket ticket;
+    // kNoError, or where MpcommSubBatch::slot_errors holds why the slot's
+    // tasks fail.
+    uint32_t error = kNoError;
     bool settled = false;
     // The slot's tasks, in submission order, chained through
     // MpcommSubBatch::next_task.
     size_t first = static_cast<size_t>(-1);
     size_t last = static_cast<size_t>(-1);
     size_t hash_pos = 0;  // where slot_index holds this slot, if hashed
+
+    bool ok() const { return error == kNoError; }
 };
+static_assert(std::is_trivially_destructible_v<MpcommSubmitSlot>);
 
 // A fixed-capacity slice of a user batch. Tasks are appended under
 // submit_mu and become visible to pollers when `count` is published.
@@ -93,6 +102,11 @@ struct MpcommSubBatch final : Transport::SubBatch {
     // Resolutions evicted from this thread's cache during the submission
     // while a slot still points at them; emptied with `slots`.
     std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
+    // The failed slots' errors (MpcommSubmitSlot::error), and one registry
+    // ticket per slot while some slot waits for its peer's handshake (the
+    // slow path only); emptied with `slots`.
+    std::vector<Status> slot_errors;
+    std::vector<MpcommPeerRegistry::Ticket> tickets;
     // Per task: the next task of the same slot in this submission.
     std::vector<size_t> next_task;
     // Up to kLinearSlots targets a submission finds its slots by a scan;

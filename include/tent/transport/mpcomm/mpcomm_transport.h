@@ -116,6 +116,20 @@ struct MpcommResolvedPeer {
     std::shared_ptr<const MpcommPeerLink> link;
 };
 
+// This thread's resolutions (mpcomm_peer_resolution.cpp).
+struct MpcommResolveCache;
+
+// What every resolution of one submission shares, read once when it starts
+// instead of once per target: the clock the descriptor leases are checked
+// against, this thread's resolution cache, and whether any peer is
+// suspected at all. A suspicion raised while a submission runs is taken by
+// the next one.
+struct MpcommResolveScope {
+    SegmentManager::CacheClock::time_point now;
+    MpcommResolveCache* cache = nullptr;
+    bool suspicions = false;
+};
+
 class MpcommTransport : public Transport {
  public:
     static constexpr const char* kModulesPath = "/proc/modules";
@@ -166,19 +180,23 @@ class MpcommTransport : public Transport {
     // paid two reference-count operations for each): it stays valid until
     // this thread's next resolvePeer(), which may evict it into `retired`,
     // whose owner keeps what it evicts for as long as it uses `peer`.
-    // `now` (SegmentManager::cacheNow(), read once per submission) checks
-    // the descriptor's lease: while it is current, no look-up at all.
+    // `scope.now` checks the descriptor's lease: while it is current, no
+    // look-up at all.
     Status resolvePeer(
-        SegmentID target, SegmentManager::CacheClock::time_point now,
+        SegmentID target, const MpcommResolveScope& scope,
         MpcommResolvedPeer*& peer,
         std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired);
+    MpcommResolveScope resolveScope();
     // submitTransferTasks() steps (mpcomm_batches.cpp), under the
     // sub-batch's submit_mu: the slot of `target`, made and resolved on
     // first sight; issuing a settled slot's tasks; and waiting, within
     // connect_timeout_ms, for the peers not ready yet.
     size_t slotFor(MpcommSubBatch& sub, SegmentID target,
-                   SegmentManager::CacheClock::time_point now);
+                   const MpcommResolveScope& scope);
     void issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot);
+    // Makes `slot`'s tasks fail with `why` when it is issued.
+    static void failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
+                         Status why);
     void settleSlots(MpcommSubBatch& sub);
     // Reads `desc` into `peer` (the slow part of resolvePeer()).
     void readDescriptor(const SegmentDescRef& desc, MpcommResolvedPeer& peer);
