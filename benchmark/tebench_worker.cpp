@@ -323,7 +323,19 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
     Slice rslice = sliceFor(rbuf.base, rbuf.length, ctx.remote.buffers.size(),
                             thread, spec.num_threads, spec.block_size);
 
+    // As upstream tebench: every batch of a thread moves the first `batch`
+    // blocks of its slice, so the working set is what is in flight, not the
+    // whole buffer; only the opcodes change between batches.
+    // checkCapacity() guarantees blocks >= batch on both sides.
     std::vector<Request> requests(spec.batch_size);
+    for (uint64_t j = 0; j < spec.batch_size; ++j) {
+        Request& r = requests[j];
+        r.source = reinterpret_cast<void*>(lslice.base + j * spec.block_size);
+        r.target_id = ctx.remote.id;
+        r.target_offset = rslice.base + j * spec.block_size;
+        r.length = spec.block_size;
+        r.transport_hint = ctx.options.transport_hint;
+    }
     // The warm-up is iteration 0 (the first batch, reported apart) and then
     // --warmup_duration of uncounted batches; the window opens once every
     // thread is through it, and the loop runs until the window closes.
@@ -332,18 +344,9 @@ void workerMain(CaseContext& ctx, int thread, ThreadResult& result) {
     for (uint64_t iteration = 0; !ctx.stop.load(std::memory_order_relaxed) &&
                                  (warmup || Clock::now() < ctx.window_end);
          ++iteration) {
+        // Set afresh each batch: a consistency round rewrites them.
         for (uint64_t j = 0; j < spec.batch_size; ++j) {
-            // As upstream tebench: every batch of a thread moves the first
-            // `batch` blocks of its slice, so the working set is what is in
-            // flight, not the whole buffer. checkCapacity() guarantees
-            // blocks >= batch on both sides.
             Request& r = requests[j];
-            r.source =
-                reinterpret_cast<void*>(lslice.base + j * spec.block_size);
-            r.target_id = ctx.remote.id;
-            r.target_offset = rslice.base + j * spec.block_size;
-            r.length = spec.block_size;
-            r.transport_hint = ctx.options.transport_hint;
             switch (ctx.options.op_type) {
                 case OpType::kRead:
                     r.opcode = Request::READ;

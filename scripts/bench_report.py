@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -171,14 +172,20 @@ GOAL_MAX_BLOCK = 64 << 20
 
 
 def summarize(values):
-    """'median 1.02x, 23/36 >= limit (min 0.41x)' parts for one goal."""
+    """How many ratios one goal has, their median and their minimum."""
     if not values:
         return {"rows": 0}
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    median = (ordered[mid] if len(ordered) % 2 else
-              (ordered[mid - 1] + ordered[mid]) / 2)
-    return {"rows": len(values), "median": median, "min": ordered[0]}
+    return {"rows": len(values), "median": statistics.median(values),
+            "min": min(values)}
+
+
+def best_by_block(rows):
+    """{(transport, op, block): best GB/s over batch and threads}."""
+    best = {}
+    for r in rows:
+        key = (r["transport"], r["op"], r["block_size"])
+        best[key] = max(best.get(key, 0.0), r["bw_gbps"])
+    return best
 
 
 def bandwidth_goals(rows, iperf3, rr):
@@ -191,21 +198,19 @@ def bandwidth_goals(rows, iperf3, rr):
             by_key.setdefault(key, {})[(r["transport"], r["op"])] = r[
                 "bw_gbps"]
     ip2 = iperf3.get(2)
+    best_all = best_by_block(
+        [r for r in rows
+         if GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK])
     out = []
     for op in ("read", "write"):
         per_row_tcp, per_row_ip3 = [], []
-        best = {}
-        for (block, _, _), series in by_key.items():
+        for series in by_key.values():
             mp, tcp = series.get(("mpcomm", op)), series.get(("tcp", op))
             if mp is not None and tcp:
                 per_row_tcp.append(mp / tcp)
             if mp is not None and ip2:
                 per_row_ip3.append(mp / ip2)
-            for xport in ("mpcomm", "tcp"):
-                v = series.get((xport, op))
-                if v is not None:
-                    k = (xport, block)
-                    best[k] = max(best.get(k, 0.0), v)
+        best = {(x, b): v for (x, o, b), v in best_all.items() if o == op}
         blocks = sorted({b for (_, b) in best})
         best_tcp = [best[("mpcomm", b)] / best[("tcp", b)] for b in blocks
                     if ("mpcomm", b) in best and best.get(("tcp", b))]
@@ -294,17 +299,14 @@ def plot(out_dir, rows, memcpy, iperf3, ucx, rr):
     """Best GB/s over batch and threads per block size, one line a series."""
     data = os.path.join(out_dir, "gbps_vs_block.dat")
     blocks = sorted({r["block_size"] for r in rows} | set(memcpy))
+    best = best_by_block(rows)
     columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy",
                                                 "loopback_rr"]
     with open(data, "w") as f:
         f.write("# block_size " + " ".join(columns) + "  (GB/s; best over "
                 "batch and threads for tebench; NaN = not measured)\n")
         for block in blocks:
-            vals = []
-            for xport, op in SERIES:
-                bw = [r["bw_gbps"] for r in rows if r["block_size"] == block
-                      and r["transport"] == xport and r["op"] == op]
-                vals.append(max(bw) if bw else None)
+            vals = [best.get((xport, op, block)) for xport, op in SERIES]
             vals += [ucx.get(("ucp_put_bw", block)),
                      ucx.get(("ucp_get", block)), memcpy.get(block),
                      rr.get(block)]

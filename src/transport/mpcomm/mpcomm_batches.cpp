@@ -319,6 +319,15 @@ void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
     // One ticket per slot, by index; sized once, so `waiting` may point
     // into it.
     sub.tickets.resize(sub.slots.size());
+    // A handshake that failed or ran out of time fails the slot's tasks,
+    // naming the segment.
+    auto fail = [&](MpcommSubmitSlot& slot, const Status& cause) {
+        failSlot(sub, slot,
+                 Status(cause.code(), "MpcommTransport: segment " +
+                                          slot.peer->view.host_id + ": " +
+                                          std::string(cause.message())));
+        issueSlot(sub, slot);
+    };
     std::vector<MpcommPeerRegistry::Ticket*> waiting;
     for (;;) {
         waiting.clear();
@@ -334,12 +343,7 @@ void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
                     issueSlot(sub, slot);
                     break;
                 case MpcommPeerRegistry::Progress::kFailed:
-                    failSlot(sub, slot,
-                             Status(error.code(),
-                                    "MpcommTransport: segment " +
-                                        slot.peer->view.host_id + ": " +
-                                        std::string(error.message())));
-                    issueSlot(sub, slot);
+                    fail(slot, error);
                     break;
                 case MpcommPeerRegistry::Progress::kWaiting:
                     waiting.push_back(&ticket);
@@ -352,14 +356,8 @@ void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
             // tasks stop waiting for them.
             for (MpcommSubmitSlot& slot : sub.slots) {
                 if (slot.settled) continue;
-                Status late = MpcommPeerRegistry::handshakeTimeout(
-                    slot.peer->view, settings_.connect_timeout_ms);
-                failSlot(
-                    sub, slot,
-                    Status(late.code(), "MpcommTransport: segment " +
-                                            slot.peer->view.host_id + ": " +
-                                            std::string(late.message())));
-                issueSlot(sub, slot);
+                fail(slot, MpcommPeerRegistry::handshakeTimeout(
+                               slot.peer->view, settings_.connect_timeout_ms));
             }
             return;
         }

@@ -80,7 +80,6 @@ Status MpcommTransport::resolvePeer(
         // would still show the old process.
         segments.invalidateRemote(target);
     }
-    const SegmentManager::CacheClock::time_point now = scope.now;
     ResolveCacheEntry& entry =
         scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
     if (entry.owner != resolve_owner_ || entry.target != target) {
@@ -92,7 +91,7 @@ Status MpcommTransport::resolvePeer(
     }
     // A current lease means entry.desc is what getRemoteCached() would
     // hand out, and entry.peer was read from it.
-    if (entry.lease.current(now) && entry.peer &&
+    if (entry.lease.current(scope.now) && entry.peer &&
         entry.peer->desc == entry.desc) {
         peer = entry.peer.get();
         return peer->status;
