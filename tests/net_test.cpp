@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -261,6 +263,62 @@ TEST(NetServerTest, ReadsLimitsFromConfigAndNamesABadKey) {
               Status::InvalidArgument(
                   "rpc/max_connections must be in [1, 65536], got 70000"));
     EXPECT_EQ(limits.max_connections, 7);  // unchanged by a failed read
+}
+
+// What getsockopt(SO_SNDBUF) reads after setSendBuffer(bytes): the kernel
+// clamps the request to net.core.wmem_max and doubles it.
+int expectedSendBuffer(int bytes) {
+    FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r");
+    long wmem_max = 0;
+    if (f != nullptr) {
+        if (std::fscanf(f, "%ld", &wmem_max) != 1) wmem_max = 0;
+        std::fclose(f);
+    }
+    EXPECT_GT(wmem_max, 0) << "cannot read net.core.wmem_max";
+    return 2 * static_cast<int>(std::min<long>(bytes, wmem_max));
+}
+
+int sendBufferOf(int fd) {
+    int value = 0;
+    socklen_t len = sizeof(value);
+    EXPECT_EQ(::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &value, &len), 0);
+    return value;
+}
+
+TEST(NetIoTest, SetSendBufferCapsTheSocketAndZeroLeavesTheKernels) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    const int kernels = sendBufferOf(fds[0]);
+    setSendBuffer(fds[0], 0);
+    EXPECT_EQ(sendBufferOf(fds[0]), kernels);
+    setSendBuffer(fds[0], 96 * 1024);
+    EXPECT_EQ(sendBufferOf(fds[0]), expectedSendBuffer(96 * 1024));
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
+TEST(NetServerTest, AcceptedSocketsGetTheConfiguredSendBuffer) {
+    for (int bytes : {0, 80 * 1024}) {
+        ServerLimits limits;
+        limits.send_buffer_bytes = bytes;
+        std::mutex mu;
+        std::vector<int> seen;
+        EchoServer echo(limits, [&](const StreamServer::Connection& c) {
+            std::lock_guard<std::mutex> lock(mu);
+            seen.push_back(sendBufferOf(c.fd));
+        });
+        int fd = connectLoopback(echo.port());
+        const int dialled = sendBufferOf(fd);  // the kernel's, untouched
+        // The hook ran before the server waited for this request.
+        EXPECT_EQ(roundTrip(fd, 'x'), "x");
+        ::close(fd);
+        std::lock_guard<std::mutex> lock(mu);
+        ASSERT_FALSE(seen.empty());
+        if (bytes == 0)
+            EXPECT_EQ(seen.front(), dialled) << "autotuned, as when dialled";
+        else
+            EXPECT_EQ(seen.front(), expectedSendBuffer(bytes));
+    }
 }
 
 TEST(NetServerTest, AnIdleConnectionIsClosedAtTheIdleDeadline) {

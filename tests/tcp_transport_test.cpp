@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "log_capture.h"
+#include "net/stream_server.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent {
@@ -418,6 +419,37 @@ TEST_F(TcpTransportUnitTest, PublishesEndpointAndCapabilities) {
     ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
     EXPECT_EQ(desc.transports, std::vector<TransportType>{TCP});
     EXPECT_FALSE(transport_.supportsCancellation());
+}
+
+TEST_F(TcpTransportUnitTest, SendBufferKeyIsCheckedAndNamedWhenBad) {
+    manager_ = std::make_shared<SegmentManager>(
+        "127.0.0.1:1", std::make_shared<FixedFetcher>(""));
+    std::string name = manager_->getLocal()->name;
+    EXPECT_EQ(TcpTransport::Settings().send_buffer_bytes, 524288);
+    for (int bad : {1, 65535, -1, (1 << 30) + 1}) {
+        auto conf = std::make_shared<Config>();
+        conf->set("transports/tcp/send_buffer_bytes", bad);
+        TcpTransport transport;
+        EXPECT_EQ(
+            transport.install(name, std::make_shared<ControlService>(manager_),
+                              std::make_shared<Topology>(), conf),
+            Status::InvalidArgument(
+                "transports/tcp/send_buffer_bytes must be 0 (the "
+                "kernel's autotuning) or in [65536, 1073741824], got " +
+                std::to_string(bad)));
+    }
+    for (int good : {0, 65536}) {
+        auto conf = std::make_shared<Config>();
+        conf->set("transports/tcp/send_buffer_bytes", good);
+        TcpTransport transport;
+        EXPECT_TRUE(transport
+                        .install(name,
+                                 std::make_shared<ControlService>(manager_),
+                                 std::make_shared<Topology>(), conf)
+                        .ok())
+            << good;
+        EXPECT_EQ(transport.server().limits().send_buffer_bytes, good);
+    }
 }
 
 TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {

@@ -246,6 +246,12 @@ void setNoDelay(int fd) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void setSendBuffer(int fd, int bytes) {
+    if (bytes <= 0) return;
+    // A failure leaves the kernel's buffer, which only costs speed.
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
 std::string addressName(const sockaddr_in& addr) {
     char host[INET_ADDRSTRLEN] = {0};
     ::inet_ntop(AF_INET, &addr.sin_addr, host, sizeof(host));

@@ -86,6 +86,15 @@ Status listenOn(uint16_t port, int& fd_out, uint16_t& bound_port,
 // delayed ACK (tens of ms per request).
 void setNoDelay(int fd);
 
+// Caps the socket's send buffer at `bytes` (SO_SNDBUF, which also stops
+// the kernel from growing it); 0 leaves it to the kernel's autotuning.
+// Why a cap pays, even on loopback: an autotuned buffer lets a sender copy
+// megabytes into kernel memory ahead of the reader, and by the time the
+// reader copies them out they have left the cache (docs/performance.md,
+// "Socket send buffers"). The kernel doubles the value for its own
+// bookkeeping and clamps it to net.core.wmem_max.
+void setSendBuffer(int fd, int bytes);
+
 // "a.b.c.d:port" of an IPv4 address, for log lines.
 std::string addressName(const sockaddr_in& addr);
 

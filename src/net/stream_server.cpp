@@ -231,6 +231,7 @@ void StreamServer::acceptLoop() {
             continue;
         }
         setNoDelay(fd);
+        setSendBuffer(fd, limits_.send_buffer_bytes);
         auto conn = std::make_unique<Conn>();
         conn->c.fd = fd;
         conn->c.peer = addressName(addr);

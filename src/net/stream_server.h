@@ -48,6 +48,10 @@ struct ServerLimits {
     int idle_timeout_ms = 60000;
     int frame_timeout_ms = 10000;
     int max_connections = 256;
+    // Each accepted socket's send buffer (setSendBuffer; 0: the kernel's).
+    // Not read by readServerLimits: the owner decides, as TcpTransport does
+    // from transports/tcp/send_buffer_bytes.
+    int send_buffer_bytes = 0;
     // Where the values come from ("rpc", "transports/tcp"); log lines name
     // the key that fired.
     std::string key_prefix;

@@ -43,6 +43,11 @@ Status readLimits(const std::shared_ptr<Config>& conf, net::ServerLimits& out) {
                 : Status::OK();
 }
 
+// transports/tcp/send_buffer_bytes: below 64 KiB a socket moves a few
+// segments per wake-up; the top only keeps the value far from int limits.
+constexpr int kMinSendBufferBytes = 64 * 1024;
+constexpr int kMaxSendBufferBytes = 1 << 30;
+
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
     if (!conf) return Status::OK();
@@ -65,9 +70,21 @@ Status readSettings(const std::shared_ptr<Config>& conf,
             "transports/tcp/unregister_wait_ms must be positive, got " +
             std::to_string(wait_ms));
     }
+    int send_buffer =
+        conf->get("transports/tcp/send_buffer_bytes", out.send_buffer_bytes);
+    if (send_buffer != 0 && (send_buffer < kMinSendBufferBytes ||
+                             send_buffer > kMaxSendBufferBytes)) {
+        return Status::InvalidArgument(
+            "transports/tcp/send_buffer_bytes must be 0 (the kernel's "
+            "autotuning) or in [" +
+            std::to_string(kMinSendBufferBytes) + ", " +
+            std::to_string(kMaxSendBufferBytes) + "], got " +
+            std::to_string(send_buffer));
+    }
     out.timeout_ms = timeout_ms;
     out.workers = workers;
     out.unregister_wait_ms = wait_ms;
+    out.send_buffer_bytes = send_buffer;
     return Status::OK();
 }
 
@@ -98,6 +115,7 @@ Status TcpTransport::install(std::string& local_segment_name,
     CHECK_STATUS(readSettings(conf, settings_));
     net::ServerLimits limits;
     CHECK_STATUS(readLimits(conf, limits));
+    limits.send_buffer_bytes = settings_.send_buffer_bytes;
     int fd = -1;
     uint16_t port = 0;
     CHECK_STATUS(net::listenOn(0, fd, port));
@@ -126,7 +144,8 @@ Status TcpTransport::install(std::string& local_segment_name,
     }
     LOG(INFO) << "TcpTransport: listening on " << endpoint_ << " ("
               << settings_.workers << " workers, timeout "
-              << settings_.timeout_ms << " ms)";
+              << settings_.timeout_ms << " ms, send buffer "
+              << settings_.send_buffer_bytes << " bytes)";
     return Status::OK();
 }
 

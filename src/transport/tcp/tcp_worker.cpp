@@ -137,6 +137,7 @@ void TcpTransport::runTask(Task& task,
                 s = net::connectTo(host, port,
                                    stepDeadline(settings_.timeout_ms), fd);
             }
+            if (s.ok()) net::setSendBuffer(fd, settings_.send_buffer_bytes);
             if (s.ok() && !trackSocket(fd)) {
                 ::close(fd);
                 s = Status::InternalError("tcp transport uninstalled");

@@ -106,6 +106,20 @@ bool loadConfig(const std::string& device_names, Config* config,
         return false;
     result.max_connections = static_cast<int>(max_connections);
 
+    uint64_t send_buffer = kDefaultSendBufferBytes;
+    std::string ignored;
+    if (!readBoundedEnv("SOFTMPCOMM_SEND_BUFFER_BYTES", 0, kMaxSendBufferBytes,
+                        &send_buffer, &ignored) ||
+        (send_buffer != 0 && send_buffer < kMinSendBufferBytes)) {
+        *error = std::string("invalid SOFTMPCOMM_SEND_BUFFER_BYTES='") +
+                 std::getenv("SOFTMPCOMM_SEND_BUFFER_BYTES") +
+                 "' (expected 0 or an integer in [" +
+                 std::to_string(kMinSendBufferBytes) + ", " +
+                 std::to_string(kMaxSendBufferBytes) + "])";
+        return false;
+    }
+    result.send_buffer_bytes = static_cast<int>(send_buffer);
+
     *config = result;
     return true;
 }

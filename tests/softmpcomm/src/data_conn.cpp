@@ -43,6 +43,7 @@ std::shared_ptr<DataConn> DataConn::open(const DataConnParams& params,
                  params.expected_host + "'";
         return nullptr;
     }
+    setSendBuffer(socket.fd(), params.send_buffer_bytes);  // PUT payloads
     // From here on close() wakes the connection's threads, not shutdown()'s
     // cancellation of handshakes.
     std::shared_ptr<DataConn> conn(new DataConn(socket.release(), params));

@@ -47,6 +47,7 @@ struct DataConnParams {
     uint32_t qp = 0;
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
+    int send_buffer_bytes = 0;        // SO_SNDBUF; 0: the kernel's
     SocketSet* handshakes = nullptr;  // lets shutdown() wake the handshake
     std::shared_ptr<PeerLink> link;
 };

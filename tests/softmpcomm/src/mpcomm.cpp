@@ -216,6 +216,7 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
     options.max_slice = config.max_transfer_size;
     options.idle_timeout_ms = config.idle_timeout_ms;
     options.max_connections = config.max_connections;
+    options.send_buffer_bytes = config.send_buffer_bytes;
     auto server =
         std::make_unique<detail::Server>(host_id, options, &impl_->memory);
     if (server->listen(tcp_port, &error) != MPCOMM_SUCCESS) {
@@ -240,7 +241,8 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
                       << config.progress_timeout_ms << " ms, handshake "
                       << config.handshake_timeout_ms << " ms, idle "
                       << config.idle_timeout_ms << " ms, max connections "
-                      << config.max_connections;
+                      << config.max_connections << ", send buffer "
+                      << config.send_buffer_bytes << " bytes";
     return MPCOMM_SUCCESS;
 }
 
@@ -339,6 +341,7 @@ int MPComm::connect(const std::string& host_id, const std::string& addr,
         params.qp = static_cast<uint32_t>(c / rails);
         params.handshake_timeout_ms = config.handshake_timeout_ms;
         params.progress_timeout_ms = config.progress_timeout_ms;
+        params.send_buffer_bytes = config.send_buffer_bytes;
         params.handshakes = &impl_->handshakes;
         params.link = peer->link;
         std::string error;

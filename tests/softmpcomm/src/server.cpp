@@ -54,6 +54,7 @@ Server::Server(std::string host_id, const ServerOptions& options,
       limits_(limitsOf(options)),
       idle_timeout_ms_(options.idle_timeout_ms),
       max_connections_(options.max_connections),
+      send_buffer_bytes_(options.send_buffer_bytes),
       memory_(memory) {}
 
 Server::~Server() { shutdown(); }
@@ -336,6 +337,7 @@ void Server::serveData(int fd, uint32_t rail, const std::string& peer) {
     // Where refused PUT payloads are drained to; allocated on first use, once
     // per connection, never per request or chunk.
     std::vector<char> drain;
+    setSendBuffer(fd, send_buffer_bytes_);  // GET data leaves from here
     for (;;) {
         // A QP may idle between requests as long as its owner likes (the
         // wait ends with the peer or with shutdown()); a request, once

@@ -37,6 +37,7 @@ struct ServerOptions {
     uint64_t max_slice = kDefaultMaxTransferSize;  // largest PUT / GET
     int idle_timeout_ms = kDefaultIdleTimeoutMs;
     int max_connections = kDefaultMaxConnections;
+    int send_buffer_bytes = 0;  // of data connections; 0: the kernel's
 };
 
 class Server {
@@ -110,6 +111,7 @@ class Server {
     const RequestLimits limits_;
     const int idle_timeout_ms_;
     const int max_connections_;
+    const int send_buffer_bytes_;
     MemoryTable* const memory_;
     int listen_fd_ = -1;
     int wake_pipe_[2] = {-1, -1};

@@ -174,6 +174,12 @@ bool recvAll(int fd, void* data, size_t length, const Deadline& deadline) {
     return true;
 }
 
+void setSendBuffer(int fd, int bytes) {
+    if (bytes <= 0) return;
+    // A failure leaves the kernel's buffer, which only costs speed.
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
 void shutdownSocket(int fd) {
     if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }

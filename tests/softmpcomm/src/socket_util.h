@@ -53,6 +53,10 @@ bool waitReady(int fd, short events, const Deadline& deadline);
 bool sendAll(int fd, const void* data, size_t length, const Deadline& deadline);
 bool recvAll(int fd, void* data, size_t length, const Deadline& deadline);
 
+// Caps fd's send buffer (SO_SNDBUF) at `bytes`; 0 leaves the kernel's
+// autotuning (config.h, SOFTMPCOMM_SEND_BUFFER_BYTES, says why a cap).
+void setSendBuffer(int fd, int bytes);
+
 // Wakes every thread waiting on fd without releasing the descriptor number,
 // so a concurrent reader cannot end up on a recycled fd.
 void shutdownSocket(int fd);

@@ -145,6 +145,34 @@ TEST(SoftMpcommConfig, MaxConnectionsDefaultsTakesAndRejects) {
     }
 }
 
+TEST(SoftMpcommConfig, SendBufferDefaultsTakesAndRejects) {
+    {
+        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", nullptr);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.send_buffer_bytes, 524288);
+    }
+    for (const char* good : {"0", "65536", "1073741824"}) {
+        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", good);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.send_buffer_bytes, std::stoi(good));
+    }
+    for (const char* bad : {"1", "65535", "-1", "512k", "", "1073741825"}) {
+        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", bad);
+        detail::Config config;
+        std::string error;
+        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
+        EXPECT_EQ(error,
+                  std::string("invalid SOFTMPCOMM_SEND_BUFFER_BYTES='") + bad +
+                      "' (expected 0 or an integer in [65536, 1073741824])");
+        MPComm comm;
+        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+    }
+}
+
 TEST(SoftMpcommInit, PortZeroAndOutOfRangeFail) {
     MPComm comm;
     EXPECT_EQ(comm.init("a", "", 0), MPCOMM_ERR_INVALID_ARG);

@@ -4,6 +4,8 @@
 #include "protocol.h"
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -76,6 +78,25 @@ class RawPeer : public ::testing::Test {
     std::vector<uint32_t> keys_;
     std::vector<int> fds_;
 };
+
+TEST(SocketUtil, SetSendBufferCapsTheSocketAndZeroLeavesTheKernels) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    auto sendBuffer = [&] {
+        int value = 0;
+        socklen_t len = sizeof(value);
+        EXPECT_EQ(::getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &value, &len), 0);
+        return value;
+    };
+    const int kernels = sendBuffer();
+    setSendBuffer(fds[0], 0);
+    EXPECT_EQ(sendBuffer(), kernels);
+    // The kernel doubles the request (64 KiB is below any wmem_max).
+    setSendBuffer(fds[0], 64 * 1024);
+    EXPECT_EQ(sendBuffer(), 2 * 64 * 1024);
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
 
 TEST_F(RawPeer, RightKeyOnItsRailIsPlaced) {
     int fd = openData(1);

@@ -77,6 +77,11 @@ class TcpTransport : public Transport {
         // How long removeMemoryBuffer() waits for peer accesses in flight
         // on that buffer before it closes their connections.
         int unregister_wait_ms = 1000;
+        // SO_SNDBUF of every socket this transport dials or accepts; 0
+        // leaves the kernel's autotuning. The default keeps a request's
+        // bytes in the cache between the sender's copy and the reader's
+        // (docs/performance.md, "Socket send buffers").
+        int send_buffer_bytes = 512 * 1024;
     };
 
  private:
