@@ -77,6 +77,12 @@ bool loadConfig(const std::string& device_names, Config* config,
         return false;
     result.qps_per_connection = static_cast<int>(qps);
 
+    uint64_t outstanding = kDefaultMaxOutstandingPerQp;
+    if (!readBoundedEnv("MPCOMM_MAX_OUTSTANDING_PER_QP", 1,
+                        kMaxMaxOutstandingPerQp, &outstanding, error))
+        return false;
+    result.max_outstanding_per_qp = static_cast<int>(outstanding);
+
     // The upper bound only keeps slice arithmetic far from overflow.
     uint64_t max_size = kDefaultMaxTransferSize;
     if (!readBoundedEnv("MPCOMM_MAX_RDMA_TRANSFER_SIZE", 1, 1ull << 48,

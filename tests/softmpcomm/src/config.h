@@ -22,6 +22,15 @@ constexpr int kDefaultQpsPerConnection = 4;
 // per byte of unstriped 256 KiB requests, so only transfers large enough to
 // amortise that are split.
 constexpr uint64_t kMinStripeSize = 1ull << 20;
+// MPCOMM_MAX_OUTSTANDING_PER_QP: slices one data connection carries at once;
+// more wait for the first connection to finish one (peer_link.h). The real
+// library's default is 256 work requests, which an RDMA NIC serves in
+// parallel; a TCP connection serves its slices strictly one after another,
+// so softmpcomm defaults to 2: one being moved and the next request
+// already at the target, and the rest free to go to whichever connection
+// gets there first.
+constexpr uint32_t kDefaultMaxOutstandingPerQp = 2;
+constexpr uint32_t kMaxMaxOutstandingPerQp = 65536;
 constexpr uint64_t kDefaultMaxTransferSize = 1ull << 30;  // 1 GiB
 
 // The bounds on every wait. Each is an environment variable so tests (and
@@ -63,6 +72,7 @@ constexpr uint64_t kMaxSendBufferBytes = 1ull << 30;
 struct Config {
     std::vector<std::string> rails;  // never empty after loadConfig()
     int qps_per_connection = kDefaultQpsPerConnection;
+    int max_outstanding_per_qp = kDefaultMaxOutstandingPerQp;
     uint64_t max_transfer_size = kDefaultMaxTransferSize;
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;

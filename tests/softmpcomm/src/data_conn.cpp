@@ -55,9 +55,10 @@ std::shared_ptr<DataConn> DataConn::open(const DataConnParams& params,
 DataConn::DataConn(int fd, const DataConnParams& params)
     : fd_(fd),
       rail_(params.rail),
+      index_(params.index),
       peer_(params.expected_host),
       progress_timeout_ms_(params.progress_timeout_ms),
-      link_(params.link ? params.link : std::make_shared<PeerLink>()) {
+      link_(params.link) {
     noteProgress();
 }
 
@@ -162,8 +163,9 @@ int DataConn::markDead(int reason) {
         if (reason_ == MPCOMM_SUCCESS) reason_ = reason;
         first = reason_;
     }
-    link_->failed.store(true, std::memory_order_release);
     shutdownSocket(fd_);
+    // Slices still waiting for a slot on the record fail with the reason.
+    link_->fail(first);
     return first;
 }
 
@@ -177,7 +179,6 @@ bool DataConn::enqueue(Pending pending, Queued queued) {
         if (pending_.empty()) noteProgress();
         queued.request.seq = next_seq_++;
         encodeHeader(queued.request, queued.head);
-        outstanding_.fetch_add(pending.length, std::memory_order_relaxed);
         pending_.emplace(queued.request.seq, std::move(pending));
         // A small request on an idle socket goes out from the posting
         // thread: waking the sender for it would cost more than sending.
@@ -232,22 +233,25 @@ void DataConn::failPending(uint64_t seq, int status) {
         auto it = pending_.find(seq);
         if (it == pending_.end()) return;
         transfer = std::move(it->second.transfer);
-        outstanding_.fetch_sub(it->second.length, std::memory_order_relaxed);
         pending_.erase(it);
     }
     transfer->sliceDone(status);
 }
 
-bool DataConn::postPut(const std::shared_ptr<Transfer>& transfer,
-                       uint64_t local, uint64_t remote, uint64_t length,
-                       uint32_t key) {
-    return post(transfer, false, local, remote, length, key);
-}
-
-bool DataConn::postGet(const std::shared_ptr<Transfer>& transfer,
-                       uint64_t local, uint64_t remote, uint64_t length,
-                       uint32_t key) {
-    return post(transfer, true, local, remote, length, key);
+void DataConn::start(WaitingSlice slice) {
+    for (;;) {
+        const std::vector<uint32_t>& keys = *slice.rkeys;
+        if (rail_ < keys.size()) {
+            if (post(slice.transfer, slice.is_get, slice.local, slice.remote,
+                     slice.length, keys[rail_]))
+                slice.transfer->addPostedBytes(slice.length);
+            return;
+        }
+        // The target published no key for this rail: the slice fails here
+        // and its slot goes on.
+        slice.transfer->sliceDone(MPCOMM_ERR_REMOTE_ACCESS);
+        if (!link_->takeNext(index_, &slice)) return;
+    }
 }
 
 bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
@@ -347,7 +351,6 @@ int DataConn::handleResponse(const FrameHeader& header) {
         if (it == pending_.end() || it->second.is_get != want_get)
             return MPCOMM_ERR_PROTOCOL;
         done = std::move(it->second);
-        outstanding_.fetch_sub(done.length, std::memory_order_relaxed);
         pending_.erase(it);
     }
     int status = sanitizeRemoteStatus(header.status);
@@ -358,6 +361,11 @@ int DataConn::handleResponse(const FrameHeader& header) {
         connection_error = MPCOMM_ERR_PROTOCOL;
     }
     done.transfer->sliceDone(status);
+    // The slot goes to the oldest slice waiting for one, unless this
+    // connection is about to end (which fails the waiting slices).
+    WaitingSlice next;
+    if (connection_error == MPCOMM_SUCCESS && link_->takeNext(index_, &next))
+        start(std::move(next));
     return connection_error;
 }
 
@@ -379,7 +387,6 @@ void DataConn::readerLoop() {
         dead_ = true;
         orphans.swap(pending_);
         unsent.swap(queue_);
-        outstanding_.store(0, std::memory_order_relaxed);
     }
     for (auto& queued : unsent) {
         if (queued.put_transfer) queued.put_transfer->sliceDone(reason);

@@ -24,19 +24,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "peer_link.h"
 #include "protocol.h"
 #include "transfer_table.h"
 
 namespace mpcomm {
 namespace detail {
-
-// Shared by the data connections of one peer record. The first connection
-// to end marks the record failed, so later posts fail at once instead of
-// each waiting out its own timeout on another connection to a dead peer,
-// until a new connect() replaces the record.
-struct PeerLink {
-    std::atomic<bool> failed{false};
-};
 
 struct DataConnParams {
     std::string addr;
@@ -45,10 +38,13 @@ struct DataConnParams {
     std::string expected_host;  // what the target must announce
     uint32_t rail = 0;          // the target's rail
     uint32_t qp = 0;
+    size_t index = 0;  // this connection's slot count in `link`
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
     int send_buffer_bytes = 0;        // SO_SNDBUF; 0: the kernel's
     SocketSet* handshakes = nullptr;  // lets shutdown() wake the handshake
+    // Shared with the peer record's other connections (peer_link.h);
+    // the first connection to end fails it. Required.
     std::shared_ptr<PeerLink> link;
 };
 
@@ -63,20 +59,12 @@ class DataConn {
     DataConn& operator=(const DataConn&) = delete;
 
     uint32_t rail() const { return rail_; }
-    // Bytes of the slices posted here and not completed yet: the poster
-    // gives the next slice to the connection with the fewest, so a
-    // connection whose threads fall behind (descheduled, or a long slice
-    // ahead) does not hold up slices that idle connections could carry.
-    uint64_t outstandingBytes() const {
-        return outstanding_.load(std::memory_order_relaxed);
-    }
 
-    // Returns true when the request was queued (its bytes count as posted);
-    // either way the slice is completed on `transfer` exactly once.
-    bool postPut(const std::shared_ptr<Transfer>& transfer, uint64_t local,
-                 uint64_t remote, uint64_t length, uint32_t key);
-    bool postGet(const std::shared_ptr<Transfer>& transfer, uint64_t local,
-                 uint64_t remote, uint64_t length, uint32_t key);
+    // Posts a slice that PeerLink::place() gave this connection, with the
+    // key of this connection's target rail; its bytes count as posted once
+    // it is queued. Either way the slice is completed exactly once. When
+    // it completes, the slot goes to the next waiting slice, if any.
+    void start(WaitingSlice slice);
 
     // Shuts the socket down and joins both threads; the reader fails
     // whatever is still queued or in flight. Idempotent.
@@ -92,6 +80,7 @@ class DataConn {
     };
 
     DataConn(int fd, const DataConnParams& params);
+    // True when the request was queued; otherwise the slice is completed.
     bool post(const std::shared_ptr<Transfer>& transfer, bool is_get,
               uint64_t local, uint64_t remote, uint64_t length, uint32_t key);
     // A queued request. A put's payload is read from user memory by the
@@ -155,6 +144,7 @@ class DataConn {
 
     const int fd_;
     const uint32_t rail_;
+    const size_t index_;
     const std::string peer_;
     const int progress_timeout_ms_;
     const std::shared_ptr<PeerLink> link_;
@@ -169,8 +159,6 @@ class DataConn {
     bool writing_ = false;         // a thread is sending a request
     int reason_ = MPCOMM_SUCCESS;  // why the connection ended, once it did
     uint64_t next_seq_ = 1;
-    // Changed under pending_mu_ with the pending table, read without it.
-    std::atomic<uint64_t> outstanding_{0};
     std::unordered_map<uint64_t, Pending> pending_;
     std::deque<Queued> queue_;
     std::mutex close_mu_;

@@ -54,9 +54,7 @@ struct Peer {
     std::string addr;
     int port = 0;
     std::vector<std::shared_ptr<DataConn>> conns;  // rails x QPs
-    std::shared_ptr<detail::PeerLink> link =
-        std::make_shared<detail::PeerLink>();
-    std::atomic<uint64_t> next_conn{0};
+    std::shared_ptr<detail::PeerLink> link;        // shared by conns
     // Guarded by MPComm::Impl::peers_mu.
     bool has_keys = false;
     std::vector<RemoteBufferEntry> entries;
@@ -234,8 +232,9 @@ int MPComm::init(const std::string& host_id, const std::string& device_names,
         rails += (rails.empty() ? "" : ",") + rail;
     MPCOMM_LOG(kInfo) << "softmpcomm 1.4.0 initialised: host '" << host_id
                       << "', port " << tcp_port << ", rails [" << rails << "], "
-                      << config.qps_per_connection
-                      << " QP(s) per connection, max transfer "
+                      << config.qps_per_connection << " QP(s) per connection, "
+                      << config.max_outstanding_per_qp
+                      << " slice(s) outstanding per QP, max transfer "
                       << config.max_transfer_size
                       << " bytes, timeouts: progress "
                       << config.progress_timeout_ms << " ms, handshake "
@@ -328,6 +327,8 @@ int MPComm::connect(const std::string& host_id, const std::string& addr,
     peer->port = port;
     size_t rails = config.rails.size();
     size_t total = rails * static_cast<size_t>(config.qps_per_connection);
+    peer->link = std::make_shared<detail::PeerLink>(
+        total, static_cast<uint32_t>(config.max_outstanding_per_qp));
     for (size_t c = 0; c < total; ++c) {
         // Connection c leaves on local rail c % rails and lands on the
         // target rail of the same index, wrapping when the target has fewer
@@ -339,6 +340,7 @@ int MPComm::connect(const std::string& host_id, const std::string& addr,
         params.expected_host = host_id;
         params.rail = static_cast<uint32_t>((c % rails) % peer_rails);
         params.qp = static_cast<uint32_t>(c / rails);
+        params.index = c;
         params.handshake_timeout_ms = config.handshake_timeout_ms;
         params.progress_timeout_ms = config.progress_timeout_ms;
         params.send_buffer_bytes = config.send_buffer_bytes;
@@ -445,7 +447,7 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
             }
         }
     }
-    if (peer->link->failed.load(std::memory_order_acquire))
+    if (peer->link->failed())
         return transfers.createFailed(MPCOMM_ERR_CONNECTION_LOST);
     if (rkeys.empty() || peer->conns.empty())
         return transfers.createFailed(MPCOMM_ERR_REMOTE_ACCESS);
@@ -462,30 +464,19 @@ TransferHandle MPComm::Impl::submit(bool is_get, uintptr_t local,
     const uint64_t slice = (length + count - 1) / count;
     count = (length + slice - 1) / slice;
     transfer->addSlices(count);
-    // The scan starts one connection further each time, so ties (an idle
-    // peer) still spread over every connection.
-    uint64_t first =
-        peer->next_conn.fetch_add(count, std::memory_order_relaxed);
+    auto keys = std::make_shared<const std::vector<uint32_t>>(std::move(rkeys));
     for (uint64_t i = 0; i < count; ++i) {
-        uint64_t offset = i * slice;
-        uint64_t bytes = std::min<uint64_t>(slice, length - offset);
-        DataConn* conn = nullptr;
-        for (uint64_t k = 0; k < conns; ++k) {
-            DataConn* candidate = peer->conns[(first + i + k) % conns].get();
-            if (!conn ||
-                candidate->outstandingBytes() < conn->outstandingBytes())
-                conn = candidate;
-        }
-        if (conn->rail() >= rkeys.size()) {
-            transfer->sliceDone(MPCOMM_ERR_REMOTE_ACCESS);
-            continue;
-        }
-        uint32_t key = rkeys[conn->rail()];
-        bool posted = is_get ? conn->postGet(transfer, local + offset,
-                                             remote + offset, bytes, key)
-                             : conn->postPut(transfer, local + offset,
-                                             remote + offset, bytes, key);
-        if (posted) transfer->addPostedBytes(bytes);
+        detail::WaitingSlice piece;
+        piece.transfer = transfer;
+        piece.is_get = is_get;
+        piece.local = local + i * slice;
+        piece.remote = remote + i * slice;
+        piece.length = std::min<uint64_t>(slice, length - i * slice);
+        piece.rkeys = keys;
+        // A connection with room takes it now; otherwise it waits for the
+        // first connection to finish a slice (peer_link.h).
+        int index = peer->link->place(&piece);
+        if (index >= 0) peer->conns[index]->start(std::move(piece));
     }
     transfer->finishPosting(MPCOMM_SUCCESS);
     return handle;

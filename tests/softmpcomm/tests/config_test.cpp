@@ -145,6 +145,34 @@ TEST(SoftMpcommConfig, MaxConnectionsDefaultsTakesAndRejects) {
     }
 }
 
+TEST(SoftMpcommConfig, MaxOutstandingPerQpDefaultsTakesAndRejects) {
+    {
+        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", nullptr);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.max_outstanding_per_qp, 2);
+    }
+    for (const char* good : {"1", "256", "65536"}) {
+        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", good);
+        detail::Config config;
+        std::string error;
+        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+        EXPECT_EQ(config.max_outstanding_per_qp, std::stoi(good));
+    }
+    for (const char* bad : {"0", "-1", "lots", "65537"}) {
+        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", bad);
+        detail::Config config;
+        std::string error;
+        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
+        EXPECT_EQ(error,
+                  std::string("invalid MPCOMM_MAX_OUTSTANDING_PER_QP='") + bad +
+                      "' (expected an integer in [1, 65536])");
+        MPComm comm;
+        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+    }
+}
+
 TEST(SoftMpcommConfig, SendBufferDefaultsTakesAndRejects) {
     {
         ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", nullptr);

@@ -111,6 +111,64 @@ class SlicedLoopback : public Loopback {
     ScopedEnv filter_{"MPCOMM_NIC_FILTER", nullptr};
 };
 
+// One slot per data connection: of each 8 MiB transfer's 32 slices, four
+// are on the 2 rails x 2 QPs and the rest wait for a slot (peer_link.h).
+class OneSlotLoopback : public SlicedLoopback {
+ protected:
+    ScopedEnv slots_{"MPCOMM_MAX_OUTSTANDING_PER_QP", "1"};
+};
+
+TEST_F(OneSlotLoopback, WaitingSlicesAllLandByteExactFromManyThreads) {
+    connectAndQuery();
+    const size_t length = kWindow - 5;  // a short last slice
+    TransferResult wrote = put(0, 0, length);
+    EXPECT_EQ(wrote.error_code, MPCOMM_SUCCESS);
+    EXPECT_EQ(wrote.bytes_transferred, length);
+    EXPECT_EQ(std::memcmp(window(), source_.data(), length), 0);
+    EXPECT_EQ(window()[length], 0);
+    // Eight threads, each a whole window's reads of its own range at once:
+    // slices of different transfers wait in one queue.
+    constexpr int kThreads = 8;
+    const size_t part = kWindow / kThreads;
+    std::vector<int> codes(kThreads, -100);
+    std::vector<size_t> bytes(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            TransferResult r = get(t * part, t * part, part);
+            codes[t] = r.error_code;
+            bytes[t] = r.bytes_transferred;
+        });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(codes[t], MPCOMM_SUCCESS) << t;
+        EXPECT_EQ(bytes[t], part) << t;
+    }
+    EXPECT_EQ(std::memcmp(sink_.data(), source_.data(), length), 0);
+    EXPECT_TRUE(guardsIntact());
+}
+
+TEST_F(OneSlotLoopback, PeerShutdownFailsWaitingSlicesToo) {
+    connectAndQuery();
+    // 8 x 32 slices: 4 on connections, 252 waiting when the target goes.
+    std::vector<TransferHandle> handles;
+    for (int i = 0; i < 8; ++i)
+        handles.push_back(
+            initiator_->getAsync(dst(), "target", remote(), kWindow));
+    target_->shutdown();
+    int lost = 0;
+    for (TransferHandle h : handles) {
+        int code = finish(*initiator_, h).error_code;
+        EXPECT_TRUE(code == MPCOMM_SUCCESS ||
+                    code == MPCOMM_ERR_CONNECTION_LOST)
+            << code;
+        lost += code == MPCOMM_ERR_CONNECTION_LOST;
+    }
+    EXPECT_GT(lost, 0) << "the last read cannot have finished before the "
+                          "shutdown that its 32 slices queued behind";
+}
+
 TEST_F(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
     connectAndQuery();
     EXPECT_EQ(info_.host_id, "target");
