@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "mpcomm.h"
@@ -118,86 +119,64 @@ TEST(SoftMpcommConfig, BadTimeoutsAreRejectedNamingVariableAndValue) {
     }
 }
 
-TEST(SoftMpcommConfig, MaxConnectionsDefaultsTakesAndRejects) {
-    {
-        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", nullptr);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.max_connections, 1024);
-    }
-    for (const char* good : {"1", "65536"}) {
-        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", good);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.max_connections, std::stoi(good));
-    }
-    for (const char* bad : {"0", "-3", "many", "65537"}) {
-        ScopedEnv cap("SOFTMPCOMM_MAX_CONNECTIONS", bad);
-        detail::Config config;
-        std::string error;
-        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
-        EXPECT_EQ(error, std::string("invalid SOFTMPCOMM_MAX_CONNECTIONS='") +
-                             bad + "' (expected an integer in [1, 65536])");
-        MPComm comm;
-        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
-    }
-}
+// An integer knob: its default, values it takes, and values that fail
+// init with "invalid NAME='value' (expected <range>)".
+struct IntegerKnob {
+    const char* name;
+    int detail::Config::*field;
+    int default_value;
+    std::vector<const char*> good;
+    std::vector<const char*> bad;
+    const char* range;
+};
 
-TEST(SoftMpcommConfig, MaxOutstandingPerQpDefaultsTakesAndRejects) {
-    {
-        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", nullptr);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.max_outstanding_per_qp, 2);
-    }
-    for (const char* good : {"1", "256", "65536"}) {
-        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", good);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.max_outstanding_per_qp, std::stoi(good));
-    }
-    for (const char* bad : {"0", "-1", "lots", "65537"}) {
-        ScopedEnv knob("MPCOMM_MAX_OUTSTANDING_PER_QP", bad);
-        detail::Config config;
-        std::string error;
-        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
-        EXPECT_EQ(error,
-                  std::string("invalid MPCOMM_MAX_OUTSTANDING_PER_QP='") + bad +
-                      "' (expected an integer in [1, 65536])");
-        MPComm comm;
-        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
-    }
-}
-
-TEST(SoftMpcommConfig, SendBufferDefaultsTakesAndRejects) {
-    {
-        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", nullptr);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.send_buffer_bytes, 524288);
-    }
-    for (const char* good : {"0", "65536", "1073741824"}) {
-        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", good);
-        detail::Config config;
-        std::string error;
-        ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
-        EXPECT_EQ(config.send_buffer_bytes, std::stoi(good));
-    }
-    for (const char* bad : {"1", "65535", "-1", "512k", "", "1073741825"}) {
-        ScopedEnv knob("SOFTMPCOMM_SEND_BUFFER_BYTES", bad);
-        detail::Config config;
-        std::string error;
-        EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
-        EXPECT_EQ(error,
-                  std::string("invalid SOFTMPCOMM_SEND_BUFFER_BYTES='") + bad +
-                      "' (expected 0 or an integer in [65536, 1073741824])");
-        MPComm comm;
-        EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+TEST(SoftMpcommConfig, IntegerKnobsDefaultTakeAndReject) {
+    const IntegerKnob knobs[] = {
+        {"SOFTMPCOMM_MAX_CONNECTIONS",
+         &detail::Config::max_connections,
+         1024,
+         {"1", "65536"},
+         {"0", "-3", "many", "65537"},
+         "an integer in [1, 65536]"},
+        {"MPCOMM_MAX_OUTSTANDING_PER_QP",
+         &detail::Config::max_outstanding_per_qp,
+         2,
+         {"1", "256", "65536"},
+         {"0", "-1", "lots", "65537"},
+         "an integer in [1, 65536]"},
+        {"SOFTMPCOMM_SEND_BUFFER_BYTES",
+         &detail::Config::send_buffer_bytes,
+         524288,
+         {"0", "65536", "1073741824"},
+         {"1", "65535", "-1", "512k", "", "1073741825"},
+         "0 or an integer in [65536, 1073741824]"},
+    };
+    for (const IntegerKnob& knob : knobs) {
+        SCOPED_TRACE(knob.name);
+        {
+            ScopedEnv unset(knob.name, nullptr);
+            detail::Config config;
+            std::string error;
+            ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+            EXPECT_EQ(config.*knob.field, knob.default_value);
+        }
+        for (const char* good : knob.good) {
+            ScopedEnv set(knob.name, good);
+            detail::Config config;
+            std::string error;
+            ASSERT_TRUE(detail::loadConfig("", &config, &error)) << error;
+            EXPECT_EQ(config.*knob.field, std::stoi(good));
+        }
+        for (const char* bad : knob.bad) {
+            ScopedEnv set(knob.name, bad);
+            detail::Config config;
+            std::string error;
+            EXPECT_FALSE(detail::loadConfig("", &config, &error)) << bad;
+            EXPECT_EQ(error, std::string("invalid ") + knob.name + "='" + bad +
+                                 "' (expected " + knob.range + ")");
+            MPComm comm;
+            EXPECT_EQ(initOnFreePort(comm, "a", ""), MPCOMM_ERR_INVALID_ARG);
+        }
     }
 }
 
