@@ -38,7 +38,7 @@ struct DataConnParams {
     std::string expected_host;  // what the target must announce
     uint32_t rail = 0;          // the target's rail
     uint32_t qp = 0;
-    size_t index = 0;  // this connection's slot count in `link`
+    size_t index = 0;  // which of `link`'s slot counts is this connection's
     int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
     int progress_timeout_ms = kDefaultProgressTimeoutMs;
     int send_buffer_bytes = 0;        // SO_SNDBUF; 0: the kernel's

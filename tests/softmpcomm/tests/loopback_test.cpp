@@ -103,55 +103,30 @@ class Loopback : public ::testing::Test {
     RemoteBufferInfo info_;
 };
 
-class SlicedLoopback : public Loopback {
+// Run with softmpcomm's default slots per data connection and with one:
+// then of an 8 MiB transfer's 32 slices, four are on connections and the
+// rest wait for a slot (peer_link.h).
+class SlicedLoopback : public Loopback,
+                       public ::testing::WithParamInterface<const char*> {
  protected:
     // 8 MiB at 256 KiB per slice is 32 slices over 2 rails x 2 QPs.
     ScopedEnv slice_{"MPCOMM_MAX_RDMA_TRANSFER_SIZE", "262144"};
     ScopedEnv qps_{"MPCOMM_QPS_PER_CONNECTION", "2"};
     ScopedEnv filter_{"MPCOMM_NIC_FILTER", nullptr};
+    ScopedEnv slots_{"MPCOMM_MAX_OUTSTANDING_PER_QP", GetParam()};
 };
 
-// One slot per data connection: of each 8 MiB transfer's 32 slices, four
-// are on the 2 rails x 2 QPs and the rest wait for a slot (peer_link.h).
-class OneSlotLoopback : public SlicedLoopback {
- protected:
-    ScopedEnv slots_{"MPCOMM_MAX_OUTSTANDING_PER_QP", "1"};
-};
+INSTANTIATE_TEST_SUITE_P(Slots, SlicedLoopback, ::testing::Values(nullptr, "1"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                             return std::string(info.param ? "One"
+                                                           : "Default") +
+                                    "SlotPerQp";
+                         });
 
-TEST_F(OneSlotLoopback, WaitingSlicesAllLandByteExactFromManyThreads) {
+TEST_P(SlicedLoopback, PeerShutdownFailsWaitingSlicesToo) {
     connectAndQuery();
-    const size_t length = kWindow - 5;  // a short last slice
-    TransferResult wrote = put(0, 0, length);
-    EXPECT_EQ(wrote.error_code, MPCOMM_SUCCESS);
-    EXPECT_EQ(wrote.bytes_transferred, length);
-    EXPECT_EQ(std::memcmp(window(), source_.data(), length), 0);
-    EXPECT_EQ(window()[length], 0);
-    // Eight threads, each a whole window's reads of its own range at once:
-    // slices of different transfers wait in one queue.
-    constexpr int kThreads = 8;
-    const size_t part = kWindow / kThreads;
-    std::vector<int> codes(kThreads, -100);
-    std::vector<size_t> bytes(kThreads, 0);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-        threads.emplace_back([&, t] {
-            TransferResult r = get(t * part, t * part, part);
-            codes[t] = r.error_code;
-            bytes[t] = r.bytes_transferred;
-        });
-    }
-    for (auto& thread : threads) thread.join();
-    for (int t = 0; t < kThreads; ++t) {
-        EXPECT_EQ(codes[t], MPCOMM_SUCCESS) << t;
-        EXPECT_EQ(bytes[t], part) << t;
-    }
-    EXPECT_EQ(std::memcmp(sink_.data(), source_.data(), length), 0);
-    EXPECT_TRUE(guardsIntact());
-}
-
-TEST_F(OneSlotLoopback, PeerShutdownFailsWaitingSlicesToo) {
-    connectAndQuery();
-    // 8 x 32 slices: 4 on connections, 252 waiting when the target goes.
+    // 8 x 32 slices, at most 8 on connections, the rest waiting when the
+    // target goes.
     std::vector<TransferHandle> handles;
     for (int i = 0; i < 8; ++i)
         handles.push_back(
@@ -169,7 +144,7 @@ TEST_F(OneSlotLoopback, PeerShutdownFailsWaitingSlicesToo) {
                           "shutdown that its 32 slices queued behind";
 }
 
-TEST_F(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
+TEST_P(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
     connectAndQuery();
     EXPECT_EQ(info_.host_id, "target");
     ASSERT_EQ(info_.entries.size(), 1u);
@@ -179,7 +154,7 @@ TEST_F(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
     EXPECT_EQ(info_.entries[0].rkeys.size(), 2u);
 }
 
-TEST_F(SlicedLoopback, PutThenGetIsByteExact) {
+TEST_P(SlicedLoopback, PutThenGetIsByteExact) {
     connectAndQuery();
     // An odd length leaves a short last slice.
     const size_t length = kWindow - 3;
@@ -197,7 +172,7 @@ TEST_F(SlicedLoopback, PutThenGetIsByteExact) {
     EXPECT_EQ(sink_[length], 0);
 }
 
-TEST_F(SlicedLoopback, ConcurrentThreadsEachMoveTheirOwnRange) {
+TEST_P(SlicedLoopback, ConcurrentThreadsEachMoveTheirOwnRange) {
     connectAndQuery();
     constexpr int kThreads = 8;
     const size_t part = kWindow / kThreads;
@@ -359,7 +334,7 @@ TEST_F(Loopback, StoppingTheAcceptThreadKeepsEstablishedConnections) {
               MPCOMM_SUCCESS);
 }
 
-TEST_F(SlicedLoopback, PeerShutdownFailsOutstandingTransfersWithoutHanging) {
+TEST_P(SlicedLoopback, PeerShutdownFailsOutstandingTransfersWithoutHanging) {
     connectAndQuery();
     // Sixteen disjoint 512 KiB reads (two slices each) in flight.
     const size_t part = kWindow / 16;
@@ -381,7 +356,7 @@ TEST_F(SlicedLoopback, PeerShutdownFailsOutstandingTransfersWithoutHanging) {
     target_->shutdown();
 }
 
-TEST_F(SlicedLoopback, LocalShutdownFailsOutstandingTransfersAndIsIdempotent) {
+TEST_P(SlicedLoopback, LocalShutdownFailsOutstandingTransfersAndIsIdempotent) {
     connectAndQuery();
     std::vector<TransferHandle> handles;
     for (int i = 0; i < 8; ++i)
