@@ -11,11 +11,15 @@ namespace mpcomm {
 namespace detail {
 
 constexpr int kMaxQpsPerConnection = 16;
-// MPCOMM_QPS_PER_CONNECTION when unset. One TCP connection carries about
-// what one core can copy, so a single data connection per peer would make
-// softmpcomm, not the path under test, the limit; four (like TENT's TCP
-// transport's four workers) let one transfer's slices move in parallel.
-constexpr int kDefaultQpsPerConnection = 4;
+// MPCOMM_QPS_PER_CONNECTION when unset (the real library's is 1). One TCP
+// connection carries about what one core can copy, so a single data
+// connection per peer would make softmpcomm, not the path under test, the
+// limit; two let one transfer's slices move in parallel. Each connection
+// costs a sender and a reader thread here and a server thread at the
+// target, and on a 2-core host four connections' threads took the cores
+// from the copies: two beat four in 41 of 48 interleaved tebench cases
+// (median 1.13x; docs/performance.md, "Data connections per peer").
+constexpr int kDefaultQpsPerConnection = 2;
 // A transfer is striped over the peer's data connections in slices of at
 // least this many bytes. Each slice costs a request, a completion and a
 // wake-up on both ends; on loopback, 64 KiB slices cost about twice the CPU
