@@ -23,6 +23,10 @@
 // before timing; the requests carry transport_hint=MPCOMM, as in
 // BM_TransportWrite.
 //
+// BM_TransportWriteOneTarget sends BM_TransportWrite's requests to the first
+// of its peers only, so a world of 64 peers shows what knowing many peers
+// costs a batch that names one.
+//
 // BM_AdapterDirect makes the adapter calls of the same requests (putAsync,
 // then isTransferComplete, getTransferResult, releaseTransfer per
 // transfer) directly, so the difference is the transport's own share.
@@ -308,15 +312,16 @@ World& worldFor(int buffers, int peers) {
 
 // The timed loop of the transport and engine cases: rotates over batches
 // built before timing, and stops at the first failure.
+// With `one_target`, every request goes to the first peer instead.
 template <typename WorldT>
 void timeBatches(benchmark::State& state, WorldT& world, int buffers, int peers,
-                 int batch) {
+                 int batch, bool one_target = false) {
     if (!world.error.empty()) {
         state.SkipWithError(world.error.c_str());
         return;
     }
     auto batches = batchesOf(buffers, peers, batch, [&](size_t p, size_t b) {
-        return world.request(p, b);
+        return world.request(one_target ? 0 : p, b);
     });
     size_t i = 0;
     std::string error;
@@ -338,6 +343,20 @@ void BM_TransportWrite(benchmark::State& state) {
 BENCHMARK(BM_TransportWrite)
     ->ArgNames({"buffers", "peers", "batch"})
     ->ArgsProduct({{1, 64, 1024}, {1, 64}, {1, 64}})
+    ->Unit(benchmark::kNanosecond);
+
+// BM_TransportWrite's requests over its 1-buffer worlds, all to the first
+// peer: with 64 peers connected and a batch to one of them, the cost of
+// the transport knowing many peers, apart from that of a batch naming
+// many targets (which BM_TransportWrite/peers:64 measures).
+void BM_TransportWriteOneTarget(benchmark::State& state) {
+    const int peers = static_cast<int>(state.range(1));
+    const int batch = static_cast<int>(state.range(2));
+    timeBatches(state, worldFor(1, peers), 1, peers, batch, true);
+}
+BENCHMARK(BM_TransportWriteOneTarget)
+    ->ArgNames({"buffers", "peers", "batch"})
+    ->ArgsProduct({{1}, {1, 64}, {1, 64}})
     ->Unit(benchmark::kNanosecond);
 
 // allocateSubBatch + freeSubBatch alone, the part of BM_TransportWrite

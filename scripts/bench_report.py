@@ -247,12 +247,14 @@ def overhead_goals(overhead):
         t = lambda b, p: rows.get(("BM_TransportWrite", b, p, batch))
         e = lambda b, p: rows.get(("BM_EngineWrite", b, p, batch))
         a = lambda p: rows.get(("BM_AdapterDirect", 0, p, batch))
+        one = lambda p: rows.get(("BM_TransportWriteOneTarget", 1, p, batch))
         base = t(1, 1)
         if not base:
             continue
         out.append({"batch": batch,
                     "buffers_1024_over_1": ratio(t(1024, 1), base),
                     "peers_64_over_1": ratio(t(1, 64), base),
+                    "peers_64_over_1_one_target": ratio(one(64), one(1)),
                     "transport_over_adapter": ratio(base, a(1)),
                     "engine_over_transport": ratio(e(1, 1), base)})
     return out
@@ -283,10 +285,12 @@ def goal_lines(bw, ovh):
              bp.get("median", 0), bp.get("min", 0)))
     for o in ovh:
         lines.append(
-            "  overhead batch %-3d 1024/1 buffers %s, 64/1 peers %s, "
-            "transport/adapter %s, engine/transport %s" %
+            "  overhead batch %-3d 1024/1 buffers %s, 64/1 peers %s "
+            "(one target %s), transport/adapter %s, engine/transport %s" %
             (o["batch"], fmt(o["buffers_1024_over_1"], 4),
-             fmt(o["peers_64_over_1"], 4), fmt(o["transport_over_adapter"], 5),
+             fmt(o["peers_64_over_1"], 4),
+             fmt(o["peers_64_over_1_one_target"], 4),
+             fmt(o["transport_over_adapter"], 5),
              fmt(o["engine_over_transport"], 4)))
     return lines
 
