@@ -89,6 +89,38 @@ TEST_F(MpcommLifecycle, AHeldHandshakeFailsOnlyItsPeersTasksWithinTheBound) {
     release(batch);
 }
 
+// A submission posts a ready peer's requests as it reads them, until one
+// names a peer that is not ready; from there on every request is grouped
+// by target and waits with its peer. Each peer still sees its requests in
+// submission order.
+TEST_F(MpcommLifecycle, ABatchMixingAReadyPeerAndANewOneKeepsEachPeersOrder) {
+    ASSERT_TRUE(install().ok());
+    SegmentID peer = openPeer();
+    SegmentID peer2 = openSegment(kPeer2);
+    auto warm = submit({request(Request::WRITE, peer, 8)});
+    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+    ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
+    release(warm);
+    const size_t posted_before = adapter_->transfers().size();
+    auto batch = submit(
+        {request(Request::WRITE, peer, 1), request(Request::WRITE, peer2, 2),
+         request(Request::READ, peer, 3), request(Request::READ, peer2, 4),
+         request(Request::WRITE, peer, 5)});
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(statusOf(batch, i).s, COMPLETED);
+    const auto transfers = adapter_->transfers();
+    ASSERT_EQ(transfers.size(), posted_before + 5);
+    std::vector<size_t> to_peer, to_peer2;
+    for (size_t i = posted_before; i < transfers.size(); ++i) {
+        (transfers[i].host_id == kPeer ? to_peer : to_peer2)
+            .push_back(transfers[i].length);
+    }
+    EXPECT_EQ(to_peer, (std::vector<size_t>{1, 3, 5}));
+    EXPECT_EQ(to_peer2, (std::vector<size_t>{2, 4}));
+    EXPECT_EQ(adapter_->connectCallsTo(kPeer), 1);
+    EXPECT_EQ(adapter_->connectCallsTo(kPeer2), 1);
+    release(batch);
+}
+
 // The submitter waits; nobody else does. The bound is long here so that the
 // submitter is provably still waiting while the other calls run.
 TEST_F(MpcommLifecycle,

@@ -1,6 +1,8 @@
 // Sub-batches of the MPComm transport: one MPComm transfer per request,
-// polled lazily. A submission resolves each distinct target once, starts
-// every handshake it needs at once, and waits for them together, at most
+// polled lazily. A request to a peer this thread has already resolved and
+// found ready is posted as it is read. From the first request that is not,
+// a submission resolves each distinct target once, starts every handshake
+// it needs at once, and waits for them together, at most
 // connect_timeout_ms: a peer that does not answer fails only its own tasks,
 // and the others' tasks are issued as soon as their peers are ready.
 #include <glog/logging.h>
@@ -109,17 +111,24 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
         return Status::InvalidArgument(
             "MpcommTransport: freeSubBatch got a null or foreign sub-batch");
     }
-    if (gate_.enter()) {
+    // A finished task gave its handle up already, so a sub-batch whose
+    // tasks are all done needs neither the adapter nor the gate: a load
+    // per task finds the first one still holding a handle, if any.
+    const size_t count = sub->size();
+    size_t held = 0;
+    while (held < count &&
+           sub->tasks[held].mpcomm_handle.load(std::memory_order_acquire) ==
+               kInvalidMpcommTransferHandle) {
+        ++held;
+    }
+    if (held < count && gate_.enter()) {
         MpcommGateTicket ticket(gate_);
         if (sub->generation == generation_.load()) {
             // Transfers still in flight are released here; the adapter
             // defers the provider release until each one is done.
-            size_t count = sub->size();
-            for (size_t i = 0; i < count; ++i) {
+            for (size_t i = held; i < count; ++i) {
                 std::atomic<MpcommTransferHandle>& slot =
                     sub->tasks[i].mpcomm_handle;
-                // A finished task gave its handle up already: a load
-                // spares it the exchange.
                 if (slot.load(std::memory_order_acquire) ==
                     kInvalidMpcommTransferHandle) {
                     continue;
@@ -209,17 +218,20 @@ Status MpcommTransport::submitTransferTasks(
             " more requested");
     }
 
-    // Group the tasks by target: one resolution and one readiness check
-    // per distinct target, each slot's tasks chained in submission order.
+    // A request whose peer this thread has resolved and found ready is
+    // issued at once. Any other (unresolved, failed, not ready, suspected)
+    // starts the slot path, which groups tasks by target: one resolution
+    // and one readiness check per distinct target, each slot's tasks
+    // chained in submission order. From the first slot on, every later
+    // request takes the slot path too, so that a target's tasks are
+    // issued in submission order.
     std::vector<MpcommSubmitSlot>& slots = sub->slots;
-    if (slots.capacity() == 0) {
-        // Once per sub-batch; most submissions name few targets.
-        slots.reserve(std::min<size_t>(request_list.size(),
-                                       MpcommSubBatch::kLinearSlots));
-    }
     // One clock read, cache look-up and suspicion check for every target.
     const MpcommResolveScope scope = resolveScope();
     size_t last_slot = kNoTask;
+    // The last target the fast path resolved, and its peer (null: none).
+    SegmentID ready_target = LOCAL_SEGMENT_ID;
+    const MpcommResolvedPeer* ready_peer = nullptr;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const size_t index = used + i;
         MpcommTask& task = sub->tasks[index];
@@ -228,6 +240,21 @@ Status MpcommTransport::submitTransferTasks(
         task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
                                  std::memory_order_relaxed);
         const SegmentID target = request_list[i].target_id;
+        if (slots.empty()) {
+            if (ready_peer == nullptr || ready_target != target) {
+                ready_peer = readyPeer(target, scope);
+                ready_target = target;
+            }
+            if (ready_peer != nullptr) {
+                issueTask(task, *ready_peer);
+                continue;
+            }
+            if (slots.capacity() == 0) {
+                // Once per sub-batch; most submissions name few targets.
+                slots.reserve(std::min<size_t>(request_list.size() - i,
+                                               MpcommSubBatch::kLinearSlots));
+            }
+        }
         size_t s = last_slot;
         if (s == kNoTask || slots[s].target != target) {
             // At most one new slot per request left: growing to that
@@ -280,28 +307,33 @@ Status MpcommTransport::submitTransferTasks(
     return Status::OK();
 }
 
+void MpcommTransport::issueTask(MpcommTask& task,
+                                const MpcommResolvedPeer& peer) {
+    MpcommTransferHandle handle =
+        issueMpcommTransfer(*adapter_, task.request, peer.view.host_id);
+    if (handle == kInvalidMpcommTransferHandle) {
+        LOG(ERROR) << "MpcommTransport: MPComm refused a "
+                   << (task.request.opcode == Request::WRITE ? "WRITE" : "READ")
+                   << " of " << task.request.length << " bytes to "
+                   << peer.view.host_id << " at "
+                   << mpcommHexAddr(task.request.target_offset);
+    }
+    task.mpcomm_handle.store(handle, std::memory_order_relaxed);
+    task.status_word.store(
+        handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
+        std::memory_order_relaxed);
+}
+
 void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
     slot.settled = true;
     for (size_t index = slot.first; index != kNoTask;
          index = sub.next_task[index]) {
         MpcommTask& task = sub.tasks[index];
-        MpcommTransferHandle handle = kInvalidMpcommTransferHandle;
         if (slot.ok()) {
-            handle = issueMpcommTransfer(*adapter_, task.request,
-                                         slot.peer->view.host_id);
-            if (handle == kInvalidMpcommTransferHandle) {
-                LOG(ERROR) << "MpcommTransport: MPComm refused a "
-                           << (task.request.opcode == Request::WRITE ? "WRITE"
-                                                                     : "READ")
-                           << " of " << task.request.length << " bytes to "
-                           << slot.peer->view.host_id << " at "
-                           << mpcommHexAddr(task.request.target_offset);
-            }
+            issueTask(task, *slot.peer);
+        } else {
+            task.status_word.store(FAILED, std::memory_order_relaxed);
         }
-        task.mpcomm_handle.store(handle, std::memory_order_relaxed);
-        task.status_word.store(
-            handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
-            std::memory_order_relaxed);
     }
     if (!slot.ok()) LOG(ERROR) << sub.slot_errors[slot.error].message();
 }

@@ -4,20 +4,9 @@
 
 namespace mooncake::tent {
 
-bool MpcommCallGate::enter() {
-    active_.fetch_add(1);
-    if (closed_.load()) {
-        leave();
-        return false;
-    }
-    return true;
-}
-
-void MpcommCallGate::leave() {
-    if (active_.fetch_sub(1) == 1 && closed_.load()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        drained_.notify_all();
-    }
+void MpcommCallGate::notifyDrained() {
+    std::lock_guard<std::mutex> lock(mu_);
+    drained_.notify_all();
 }
 
 void MpcommCallGate::close() {

@@ -122,6 +122,24 @@ Status MpcommTransport::resolvePeer(
     return peer->status;
 }
 
+const MpcommResolvedPeer* MpcommTransport::readyPeer(
+    SegmentID target, const MpcommResolveScope& scope) const {
+    // A suspicion is taken by resolvePeer(), never here.
+    if (scope.suspicions) return nullptr;
+    const ResolveCacheEntry& entry =
+        scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
+    if (entry.owner != resolve_owner_ || entry.target != target ||
+        !entry.peer || entry.peer->desc != entry.desc ||
+        !entry.lease.current(scope.now)) {
+        return nullptr;
+    }
+    const MpcommResolvedPeer& peer = *entry.peer;
+    if (!peer.status.ok() || !peer.link || !peer.link->readyFor(peer.view)) {
+        return nullptr;
+    }
+    return &peer;
+}
+
 void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
                                      MpcommResolvedPeer& peer) {
     MpcommPeerView& view = peer.view;

@@ -77,14 +77,30 @@ struct MpcommTransportSettings {
 // uninstall() wait until none is inside before shutting the adapter down.
 class MpcommCallGate {
  public:
-    // False once closed: the caller must not touch the adapter.
-    bool enter();
-    void leave();
+    // False once closed: the caller must not touch the adapter. Inline:
+    // a request passes the gate on submit and on poll, and a call into
+    // the library for each pass cost as much as the atomics themselves.
+    // Both sides are sequentially consistent: a caller counts itself in
+    // before it reads `closed_`, close() sets `closed_` before it reads
+    // the count, so one of them always sees the other.
+    bool enter() {
+        active_.fetch_add(1);
+        if (closed_.load()) {
+            leave();
+            return false;
+        }
+        return true;
+    }
+    void leave() {
+        if (active_.fetch_sub(1) == 1 && closed_.load()) notifyDrained();
+    }
     // Refuses new callers and waits for the ones inside to leave.
     void close();
     void open();
 
  private:
+    void notifyDrained();
+
     std::atomic<bool> closed_{true};
     std::atomic<int> active_{0};
     std::mutex mu_;
@@ -187,6 +203,14 @@ class MpcommTransport : public Transport {
         MpcommResolvedPeer*& peer,
         std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired);
     MpcommResolveScope resolveScope();
+    // What resolvePeer() would hand out for `target` when it is this
+    // thread's cache entry as it stands and its peer is ready (its link
+    // says what poll() would answer kReady for); else null, and the
+    // caller takes the slow path. Reads only: no suspicion taken, no
+    // descriptor read, nothing evicted, so the pointer stays valid until
+    // this thread's next resolvePeer().
+    const MpcommResolvedPeer* readyPeer(SegmentID target,
+                                        const MpcommResolveScope& scope) const;
     // submitTransferTasks() steps (mpcomm_batches.cpp), under the
     // sub-batch's submit_mu: the slot of `target`, made and resolved on
     // first sight; issuing a settled slot's tasks; and waiting, within
@@ -194,6 +218,8 @@ class MpcommTransport : public Transport {
     size_t slotFor(MpcommSubBatch& sub, SegmentID target,
                    const MpcommResolveScope& scope);
     void issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot);
+    // Posts one task to `peer`; FAILED (and logged) when MPComm refuses it.
+    void issueTask(MpcommTask& task, const MpcommResolvedPeer& peer);
     // Makes `slot`'s tasks fail with `why` when it is issued.
     static void failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
                          Status why);
