@@ -350,9 +350,10 @@ BENCHMARK(BM_TransportWrite)
 // the transport knowing many peers, apart from that of a batch naming
 // many targets (which BM_TransportWrite/peers:64 measures).
 void BM_TransportWriteOneTarget(benchmark::State& state) {
+    const int buffers = static_cast<int>(state.range(0));
     const int peers = static_cast<int>(state.range(1));
     const int batch = static_cast<int>(state.range(2));
-    timeBatches(state, worldFor(1, peers), 1, peers, batch, true);
+    timeBatches(state, worldFor(buffers, peers), buffers, peers, batch, true);
 }
 BENCHMARK(BM_TransportWriteOneTarget)
     ->ArgNames({"buffers", "peers", "batch"})
