@@ -31,6 +31,16 @@ class MpcommLifecycle : public MpcommLifecycleFixture {
         ASSERT_EQ(transport_->peers().flightsRunning(), 1u);
     }
 
+    // Connects kPeer (segment `peer`) with one WRITE and waits until no
+    // handshake runs, so that a test's late handshake can only be kPeer2's,
+    // even where a loaded sanitizer build takes longer than the bound.
+    void connectFirst(SegmentID peer) {
+        auto warm = submit({request(Request::WRITE, peer, 8)});
+        ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+        ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
+        release(warm);
+    }
+
     std::string abandonWarning() const {
         return "MpcommTransport: uninstall abandons 1 MPComm handshake(s) "
                "still inside the provider after "
@@ -52,12 +62,7 @@ TEST_F(MpcommLifecycle, AHeldHandshakeFailsOnlyItsPeersTasksWithinTheBound) {
     ASSERT_TRUE(install().ok());
     SegmentID peer = openPeer();
     SegmentID peer2 = openSegment(kPeer2);
-    // kPeer's handshake is done first: only kPeer2's may be late, even
-    // where a loaded sanitizer build takes longer than the bound for it.
-    auto warm = submit({request(Request::WRITE, peer, 8)});
-    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
-    ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
-    release(warm);
+    ASSERT_NO_FATAL_FAILURE(connectFirst(peer));
     const size_t posted_before = adapter_->transfers().size();
     adapter_->hold(kPeer2);
     Transport::SubBatchRef batch = allocate();
@@ -97,10 +102,7 @@ TEST_F(MpcommLifecycle, ABatchMixingAReadyPeerAndANewOneKeepsEachPeersOrder) {
     ASSERT_TRUE(install().ok());
     SegmentID peer = openPeer();
     SegmentID peer2 = openSegment(kPeer2);
-    auto warm = submit({request(Request::WRITE, peer, 8)});
-    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
-    ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
-    release(warm);
+    ASSERT_NO_FATAL_FAILURE(connectFirst(peer));
     const size_t posted_before = adapter_->transfers().size();
     auto batch = submit(
         {request(Request::WRITE, peer, 1), request(Request::WRITE, peer2, 2),
