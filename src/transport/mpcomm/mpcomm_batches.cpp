@@ -280,8 +280,7 @@ Status MpcommTransport::submitTransferTasks(
     // kReady for, without the registry's lock.
     bool all_settled = true;
     for (MpcommSubmitSlot& slot : slots) {
-        if (!slot.ok() ||
-            (slot.peer->link && slot.peer->link->readyFor(slot.peer->view))) {
+        if (!slot.ok() || slot.peer->linkReady()) {
             issueSlot(*sub, slot);
         } else {
             all_settled = false;

@@ -53,6 +53,18 @@ struct ResolveCacheEntry {
 
 constexpr size_t kResolveCacheSlots = 256;
 
+// The entry's resolution when it still stands: a current lease means
+// entry.desc is what getRemoteCached() would hand out, and entry.peer was
+// read from it. Null otherwise.
+MpcommResolvedPeer* currentPeer(const ResolveCacheEntry& entry,
+                                SegmentManager::CacheClock::time_point now) {
+    if (entry.lease.current(now) && entry.peer &&
+        entry.peer->desc == entry.desc) {
+        return entry.peer.get();
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 struct MpcommResolveCache {
@@ -89,13 +101,8 @@ Status MpcommTransport::resolvePeer(
         entry.owner = resolve_owner_;
         entry.target = target;
     }
-    // A current lease means entry.desc is what getRemoteCached() would
-    // hand out, and entry.peer was read from it.
-    if (entry.lease.current(scope.now) && entry.peer &&
-        entry.peer->desc == entry.desc) {
-        peer = entry.peer.get();
-        return peer->status;
-    }
+    peer = currentPeer(entry, scope.now);
+    if (peer != nullptr) return peer->status;
     Status found = segments.getRemoteCached(entry.desc, target, entry.lease);
     if (!found.ok() || !entry.desc) {
         entry.desc.reset();
@@ -128,16 +135,14 @@ const MpcommResolvedPeer* MpcommTransport::readyPeer(
     if (scope.suspicions) return nullptr;
     const ResolveCacheEntry& entry =
         scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
-    if (entry.owner != resolve_owner_ || entry.target != target ||
-        !entry.peer || entry.peer->desc != entry.desc ||
-        !entry.lease.current(scope.now)) {
+    if (entry.owner != resolve_owner_ || entry.target != target) {
         return nullptr;
     }
-    const MpcommResolvedPeer& peer = *entry.peer;
-    if (!peer.status.ok() || !peer.link || !peer.link->readyFor(peer.view)) {
+    const MpcommResolvedPeer* peer = currentPeer(entry, scope.now);
+    if (peer == nullptr || !peer->status.ok() || !peer->linkReady()) {
         return nullptr;
     }
-    return &peer;
+    return peer;
 }
 
 void MpcommTransport::readDescriptor(const SegmentDescRef& desc,

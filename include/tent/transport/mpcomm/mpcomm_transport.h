@@ -130,6 +130,10 @@ struct MpcommResolvedPeer {
     // From the last poll() that answered kReady for `view`; lets later
     // requests skip poll() while link->readyFor(view) holds.
     std::shared_ptr<const MpcommPeerLink> link;
+
+    // What poll() would answer kReady for, read without the registry's
+    // lock; false sends the caller to poll().
+    bool linkReady() const { return link && link->readyFor(view); }
 };
 
 // This thread's resolutions (mpcomm_peer_resolution.cpp).
