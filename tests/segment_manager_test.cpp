@@ -456,6 +456,43 @@ TEST(SegmentManagerTest, ALeaseIsCurrentExactlyWhileTheCachedCopyStands) {
     EXPECT_FALSE(lease.current(now));
 }
 
+// One count stands for all of a manager's leases: an invalidation of any
+// segment ends them all, and re-filling one is a cache hit, not a fetch.
+// A lease may outlive its manager, and then it is not current.
+TEST(SegmentManagerTest,
+     AnyInvalidationEndsEveryLeaseAndLeasesOutliveTheirManager) {
+    auto fetcher = std::make_shared<CountingFetcher>();
+    auto mgr = std::make_unique<SegmentManager>("local", fetcher,
+                                                milliseconds(3600 * 1000));
+    SegmentID a = 0;
+    SegmentID b = 0;
+    ASSERT_TRUE(mgr->openRemote(a, "peer:1").ok());
+    ASSERT_TRUE(mgr->openRemote(b, "peer:2").ok());
+    SegmentManager::RemoteLease lease_a;
+    SegmentManager::RemoteLease lease_b;
+    SegmentDescRef desc_a;
+    SegmentDescRef desc_b;
+    ASSERT_TRUE(mgr->getRemoteCached(desc_a, a, lease_a).ok());
+    ASSERT_TRUE(mgr->getRemoteCached(desc_b, b, lease_b).ok());
+    auto now = SegmentManager::cacheNow();
+    EXPECT_TRUE(lease_a.current(now));
+    EXPECT_TRUE(lease_b.current(now));
+    const int fetched = fetcher->calls();
+
+    ASSERT_TRUE(mgr->invalidateRemote(b).ok());
+    EXPECT_FALSE(lease_a.current(now));
+    EXPECT_FALSE(lease_b.current(now));
+    SegmentDescRef held = desc_a;
+    ASSERT_TRUE(mgr->getRemoteCached(desc_a, a, lease_a).ok());
+    EXPECT_EQ(fetcher->calls(), fetched) << "a's copy was still good";
+    EXPECT_EQ(desc_a, held);
+    EXPECT_TRUE(lease_a.current(now));
+
+    mgr.reset();
+    EXPECT_FALSE(lease_a.current(now));
+    EXPECT_FALSE(lease_b.current(now));
+}
+
 TEST(SegmentManagerTest, ZeroTtlFetchesEveryTime) {
     auto fetcher = std::make_shared<CountingFetcher>();
     SegmentManager mgr("local", fetcher, milliseconds(0));

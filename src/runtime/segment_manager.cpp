@@ -50,15 +50,6 @@ SegmentManager::CacheClock::time_point SegmentManager::cacheNow() {
                                   std::chrono::nanoseconds(ts.tv_nsec));
 }
 
-bool SegmentManager::RemoteLease::current(CacheClock::time_point now) const {
-    // `closed` first: a closed segment's entry may have been pruned from
-    // this thread's cache, so the entry is read only while it is open
-    // (pruning runs on this thread, never under the check).
-    return entry_ != nullptr &&
-           !segment_->closed.load(std::memory_order_acquire) &&
-           entry_->current(now) && entry_->desc.get() == desc_;
-}
-
 namespace {
 
 using CacheEntry = SegmentManager::CacheEntry;
@@ -120,7 +111,8 @@ SegmentManager::SegmentManager(std::string local_segment_name,
                                std::chrono::milliseconds cache_ttl)
     : fetcher_(std::move(fetcher)),
       ttl_ms_(cache_ttl.count()),
-      instance_id_(g_next_instance_id.fetch_add(1)) {
+      instance_id_(g_next_instance_id.fetch_add(1)),
+      remote_changes_(std::make_shared<std::atomic<uint64_t>>(0)) {
     auto initial = std::make_shared<SegmentDesc>();
     initial->incarnation = drawIncarnation();
     initial->name = std::move(local_segment_name);
@@ -134,6 +126,7 @@ SegmentManager::~SegmentManager() {
     for (auto& entry : remote_) {
         entry.second->closed.store(true, std::memory_order_release);
     }
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
 }
 
 SegmentDescRef SegmentManager::getLocal() const {
@@ -229,6 +222,8 @@ Status SegmentManager::closeRemote(SegmentID handle) {
     }
     seg->closed.store(true, std::memory_order_release);
     seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    // After the segment's own bump: see lookupRemote().
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
     threadCache().erase({instance_id_, handle});
     return Status::OK();
 }
@@ -254,26 +249,50 @@ Status SegmentManager::lookupRemote(SegmentDescRef& desc, SegmentID handle,
     // and closeRemote() bumps it).
     ThreadCache& cache = threadCache();
     const std::pair<uint64_t, SegmentID> key{instance_id_, handle};
+    // Read before the entry is checked. Invalidations bump the segment's
+    // generation first and the change count second, so one that this read
+    // misses ends the lease later, and one that it sees shows in the
+    // entry's check below.
+    uint64_t changes = remote_changes_->load(std::memory_order_acquire);
     auto it = cache.find(key);
-    const bool hit = it != cache.end() && it->second.current(cacheNow());
+    CacheClock::time_point now = cacheNow();
+    const bool hit = it != cache.end() && it->second.current(now);
     if (hit) {
         // A caller that passes in the descriptor it holds already (a cache
         // of its own) pays no reference-count traffic.
         if (desc != it->second.desc) desc = it->second.desc;
     } else {
-        CHECK_STATUS(getRemote(desc, handle));
+        // The entry was stale or absent, so no lease on it was current: the
+        // fill needs no bump, and other threads' leases stand.
+        CHECK_STATUS(fetchRemote(desc, handle));
+        if (!lease) return Status::OK();
+        // The entry just filled may already be stale (invalidated while
+        // the fetch ran), and then no lease.
+        changes = remote_changes_->load(std::memory_order_acquire);
+        it = cache.find(key);
+        now = cacheNow();
+        if (it == cache.end() || !it->second.current(now)) return Status::OK();
     }
     if (lease) {
-        if (!hit) it = cache.find(key);  // getRemote() filled it
-        const CacheEntry& entry = it->second;
-        lease->segment_ = entry.segment;
-        lease->entry_ = &entry;
-        lease->desc_ = entry.desc.get();
+        lease->changes_ = remote_changes_;
+        lease->seen_ = changes;
+        lease->expiry_ = it->second.expiry;
     }
     return Status::OK();
 }
 
 Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {
+    CHECK_STATUS(fetchRemote(desc, handle));
+    // This thread's entry may have changed while it was current, which a
+    // lease on it must not miss; the count is one number, so every other
+    // lease ends too (explicit refreshes are rare: getSegmentInfo()).
+    if (handle != LOCAL_SEGMENT_ID) {
+        remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+    }
+    return Status::OK();
+}
+
+Status SegmentManager::fetchRemote(SegmentDescRef& desc, SegmentID handle) {
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
@@ -305,6 +324,8 @@ Status SegmentManager::invalidateRemote(SegmentID handle) {
     std::shared_ptr<OpenSegment> seg;
     CHECK_STATUS(findRemote(handle, seg));
     seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    // After the segment's own bump: see lookupRemote().
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
     return Status::OK();
 }
 

@@ -4,6 +4,8 @@
 // and re-registration (registration epoch).
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include "mpcomm/mpcomm_lifecycle_fixture.h"
 
 namespace mooncake::tent {
@@ -443,6 +445,72 @@ TEST_F(MpcommLifecycle,
     release(first);
     release(held);
     release(after);
+}
+
+// A thread whose resolution of a peer was found ready posts to it without
+// asking the registry. A key query that another thread starts (it read a
+// newer registration epoch) makes the link unready; this thread's next
+// request to the peer must wait for that query like any other, not post
+// on its cached readiness while the keys are being fetched.
+TEST_F(MpcommLifecycle, AKeyQueryStartedOnAnotherThreadHoldsThisThreadsPosts) {
+    setConnectTimeout(60000);  // no wait here may end by its bound
+    ASSERT_TRUE(install().ok());
+    SegmentID peer = openPeer();
+    std::promise<void> warmed;
+    std::promise<void> lowered;
+    std::shared_future<void> go = lowered.get_future().share();
+    TransferStatusEnum late_status = INITIAL;
+    BackgroundCall poster(*adapter_, [&] {
+        // The first submission connects through the registry; the second
+        // finds the peer ready and records it in this thread's cache.
+        auto warm = submit({request(Request::WRITE, peer, 8)});
+        auto again = submit({request(Request::WRITE, peer, 8)});
+        EXPECT_EQ(statusOf(again, 0).s, COMPLETED);
+        release(warm);
+        release(again);
+        warmed.set_value();
+        go.wait();
+        auto late = submit({request(Request::WRITE, peer, 8)});
+        late_status = statusOf(late, 0).s;
+        release(late);
+    });
+    // Whatever fails below, the poster is let go before it is joined.
+    struct LetGo {
+        std::promise<void>& lowered;
+        bool done = false;
+        void now() {
+            if (!done) lowered.set_value();
+            done = true;
+        }
+        ~LetGo() { now(); }
+    } let_go{lowered};
+    warmed.get_future().wait();
+    ASSERT_EQ(adapter_->queryCallsTo(kPeer), 1);
+
+    publishDefaultPeer();  // a new epoch, read afresh by a new thread only
+    adapter_->hold(kPeer);
+    TransferStatusEnum refresh_status = INITIAL;
+    BackgroundCall refresher(*adapter_, [&] {
+        auto batch = submit({request(Request::WRITE, peer, 8)});
+        refresh_status = statusOf(batch, 0).s;
+        release(batch);
+    });
+    ASSERT_TRUE(
+        waitFor([&] { return transport_->peers().waiters(kPeer) == 1; }));
+    const size_t posted = adapter_->transfers().size();
+    let_go.now();
+    EXPECT_TRUE(waitFor([&] {
+        return transport_->peers().waiters(kPeer) == 2;
+    })) << "the poster did not wait for the key query";
+    EXPECT_EQ(adapter_->transfers().size(), posted)
+        << "posted while the peer's keys were being fetched";
+    adapter_->release(kPeer);
+    poster.join();
+    refresher.join();
+    EXPECT_EQ(late_status, COMPLETED);
+    EXPECT_EQ(refresh_status, COMPLETED);
+    EXPECT_EQ(adapter_->queryCallsTo(kPeer), 2);
+    EXPECT_EQ(adapter_->connectCallsTo(kPeer), 1);
 }
 
 }  // namespace

@@ -323,10 +323,13 @@ TEST_F(MpcommPeerRegistryTest, AHandshakeInProgressDoesNotBlockOtherPeers) {
 }
 
 // The lock-free answer must never say ready where poll() would not.
+// linksLowered() counts each time a link came to say less: what lets a
+// reader that found a link ready trust it without reading it again.
 TEST_F(MpcommPeerRegistryTest, TheLinkAnswersLikePollWithoutTheLock) {
     std::shared_ptr<const MpcommPeerLink> link = readyLink(kView);
     ASSERT_TRUE(link);
     EXPECT_TRUE(link->readyFor(kView));
+    EXPECT_EQ(registry_.linksLowered(), 0u) << "becoming ready lowers none";
     // An incarnation the caller does not know matches, as in poll().
     EXPECT_TRUE(link->readyFor(view(kPeer, "10.0.0.2", 14000, 0, 1)));
     // A higher epoch needs a key query, another incarnation a reconnect:
@@ -340,6 +343,7 @@ TEST_F(MpcommPeerRegistryTest, TheLinkAnswersLikePollWithoutTheLock) {
     ASSERT_TRUE(ensure(newer).ok());
     EXPECT_TRUE(link->readyFor(newer));
     EXPECT_TRUE(link->readyFor(kView));
+    EXPECT_EQ(registry_.linksLowered(), 1u) << "unready during the query";
     // A restart retires the link for good; the new incarnation has its own.
     std::shared_ptr<const MpcommPeerLink> fresh = readyLink(restarted);
     ASSERT_TRUE(fresh);
@@ -348,9 +352,11 @@ TEST_F(MpcommPeerRegistryTest, TheLinkAnswersLikePollWithoutTheLock) {
     EXPECT_FALSE(link->readyFor(restarted));
     EXPECT_TRUE(fresh->readyFor(restarted));
     EXPECT_EQ(adapter_->connect_calls, 2);
+    EXPECT_EQ(registry_.linksLowered(), 2u) << "the old link retired";
     // drain() forgets the peer: no link of it stays ready.
     registry_.drain(Clock::now() + std::chrono::seconds(20));
     EXPECT_FALSE(fresh->readyFor(restarted));
+    EXPECT_EQ(registry_.linksLowered(), 3u);
 }
 
 }  // namespace

@@ -42,29 +42,40 @@ class SegmentManager {
 
     // One open remote segment, and one thread's cached copy of its
     // descriptor (opaque; named here only so that the per-thread caches
-    // and RemoteLease can hold them).
+    // can hold them).
     struct OpenSegment;
     struct CacheEntry;
 
     // A caller's hold on the calling thread's cached copy of one remote
     // descriptor, for callers that keep a cache of their own per target
     // (a transport's per-thread peer resolutions). current() answers, with
-    // a few loads and no lock, hash look-up or clock read, whether
-    // getRemoteCached() would still hand out the same descriptor: the
-    // segment is open, not invalidated, not refreshed by a getRemote() on
-    // this thread, and its TTL has not run out at `now`. Valid only on the
-    // thread that filled it.
+    // no lock, hash look-up or clock read, whether getRemoteCached() would
+    // still hand out the same descriptor: the copy's TTL has not run out at
+    // `now`, and nothing that can change a copy before then has happened
+    // since the lease was filled (an invalidateRemote() or closeRemote(),
+    // a getRemote() refresh, the manager's destruction). It reads the
+    // lease and one count the manager shares among its leases, never the
+    // segment's or the cache entry's memory, so the leases of many
+    // segments cost little more than one to check. Any of those events
+    // ends every lease of the manager, on every thread; an ended lease
+    // costs its holder one getRemoteCached() hit. Refills after a copy
+    // expired end none. Valid only on the thread that filled it.
     class RemoteLease {
      public:
         // `now` from cacheNow(), read once for a run of checks.
-        bool current(CacheClock::time_point now) const;
+        bool current(CacheClock::time_point now) const {
+            return changes_ != nullptr && now < expiry_ &&
+                   changes_->load(std::memory_order_acquire) == seen_;
+        }
         void reset() { *this = RemoteLease(); }
 
      private:
         friend class SegmentManager;
-        std::shared_ptr<OpenSegment> segment_;
-        const CacheEntry* entry_ = nullptr;
-        const SegmentDesc* desc_ = nullptr;
+        // The manager's change count (shared, so a lease never outlives
+        // what it reads), and its value when the lease was filled.
+        std::shared_ptr<const std::atomic<uint64_t>> changes_;
+        uint64_t seen_ = 0;
+        CacheClock::time_point expiry_{};
     };
 
     // The clock of the cache's expiry times: CLOCK_MONOTONIC at tick
@@ -101,6 +112,9 @@ class SegmentManager {
  private:
     Status lookupRemote(SegmentDescRef& desc, SegmentID handle,
                         RemoteLease* lease);
+    // Fetches and refills this thread's cache entry; getRemote() without
+    // ending any lease, for when the entry it replaces was not current.
+    Status fetchRemote(SegmentDescRef& desc, SegmentID handle);
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,
@@ -118,6 +132,10 @@ class SegmentManager {
     // local_version_ as of the last synchronizeLocal() that published.
     std::atomic<uint64_t> synced_local_version_{0};
 
+    // Bumped after anything that can change what getRemoteCached() hands
+    // out before a copy's TTL runs out: what RemoteLease::current()
+    // compares.
+    const std::shared_ptr<std::atomic<uint64_t>> remote_changes_;
     mutable std::mutex remote_mu_;
     std::unordered_map<SegmentID, std::shared_ptr<OpenSegment>> remote_;
     SegmentID next_id_ = 1;

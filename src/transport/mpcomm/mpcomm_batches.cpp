@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "mpcomm_resolve_cache.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
@@ -242,7 +243,11 @@ Status MpcommTransport::submitTransferTasks(
         const SegmentID target = request_list[i].target_id;
         if (slots.empty()) {
             if (ready_peer == nullptr || ready_target != target) {
-                ready_peer = readyPeer(target, scope);
+                ready_peer =
+                    scope.cache->stillReady(resolve_owner_, target, scope);
+                if (ready_peer == nullptr) {
+                    ready_peer = readyPeer(target, scope);
+                }
                 ready_target = target;
             }
             if (ready_peer != nullptr) {

@@ -38,17 +38,25 @@ struct MpcommPeerRegistry::Shared {
         std::shared_ptr<MpcommPeerFlight> flight;  // null when idle
         // What readers see without `mu`; replaced when `incarnation` is.
         std::shared_ptr<MpcommPeerLink> link;
+        // Shared::links_lowered.
+        std::atomic<uint64_t>* links_lowered = nullptr;
 
         // Mirrors the fields above into `link`; the caller holds `mu`.
         void publish() {
             bool ready = connected && state == MpcommPeerState::READY &&
                          keys_valid && !flight;
-            link->ready_epoch.store(ready ? keys_epoch + 1 : 0,
-                                    std::memory_order_release);
+            setReady(ready ? keys_epoch + 1 : 0);
         }
         // The link will never be ready again; the caller holds `mu`.
-        void retireLink() {
-            link->ready_epoch.store(0, std::memory_order_release);
+        void retireLink() { setReady(0); }
+        // The count goes up after the link says less, so that a reader
+        // who read the count before checking the link sees either.
+        void setReady(uint64_t value) {
+            uint64_t before =
+                link->ready_epoch.exchange(value, std::memory_order_acq_rel);
+            if (value < before) {
+                links_lowered->fetch_add(1, std::memory_order_acq_rel);
+            }
         }
         // A new link for a new incarnation, so that holders of the old one
         // never see the new incarnation's readiness.
@@ -60,6 +68,8 @@ struct MpcommPeerRegistry::Shared {
     };
 
     std::shared_ptr<MpcommAdapter> adapter;
+    // See MpcommPeerRegistry::linksLowered().
+    std::atomic<uint64_t> links_lowered{0};
     mutable std::mutex mu;
     std::condition_variable progress;  // a flight finished
     std::unordered_map<std::string, Peer> peers;
@@ -177,7 +187,8 @@ void MpcommPeerRegistry::Shared::run(
 }
 
 MpcommPeerRegistry::MpcommPeerRegistry(std::shared_ptr<MpcommAdapter> adapter)
-    : shared_(std::make_shared<Shared>()) {
+    : shared_(std::make_shared<Shared>()),
+      links_lowered_(&shared_->links_lowered) {
     shared_->adapter = std::move(adapter);
 }
 
@@ -199,6 +210,7 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
     auto it = s.peers.find(view.host_id);
     if (it == s.peers.end()) {
         Shared::Peer& peer = s.peers[view.host_id];
+        peer.links_lowered = &s.links_lowered;
         peer.addr = view.addr;
         peer.port = view.port;
         peer.incarnation = view.incarnation;

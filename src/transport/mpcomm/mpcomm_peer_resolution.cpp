@@ -6,8 +6,7 @@
 // cache's TTL runs out. Pre-connect starts the handshake at openSegment().
 #include <glog/logging.h>
 
-#include <array>
-
+#include "mpcomm_resolve_cache.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
@@ -37,26 +36,10 @@ bool MpcommTransport::takeSuspicion(SegmentID target) {
 
 namespace {
 
-// This thread's resolutions, direct-mapped by segment id (ids are small
-// and sequential). An entry belongs to one installation (`owner`); a
-// collision or another installation only costs a re-read.
-struct ResolveCacheEntry {
-    uint64_t owner = 0;
-    SegmentID target = LOCAL_SEGMENT_ID;
-    // What getRemoteCached() last handed this entry: passed back in, so a
-    // hit costs no reference counting; and while `lease` says it is still
-    // what getRemoteCached() would hand out, not even the look-up.
-    SegmentDescRef desc;
-    SegmentManager::RemoteLease lease;
-    std::shared_ptr<MpcommResolvedPeer> peer;
-};
-
-constexpr size_t kResolveCacheSlots = 256;
-
 // The entry's resolution when it still stands: a current lease means
 // entry.desc is what getRemoteCached() would hand out, and entry.peer was
 // read from it. Null otherwise.
-MpcommResolvedPeer* currentPeer(const ResolveCacheEntry& entry,
+MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
                                 SegmentManager::CacheClock::time_point now) {
     if (entry.lease.current(now) && entry.peer &&
         entry.peer->desc == entry.desc) {
@@ -67,10 +50,6 @@ MpcommResolvedPeer* currentPeer(const ResolveCacheEntry& entry,
 
 }  // namespace
 
-struct MpcommResolveCache {
-    std::array<ResolveCacheEntry, kResolveCacheSlots> entries;
-};
-
 MpcommResolveScope MpcommTransport::resolveScope() {
     // The thread_local's address costs a __tls_get_addr() call in a shared
     // library: once per submission, not once per target.
@@ -79,6 +58,7 @@ MpcommResolveScope MpcommTransport::resolveScope() {
     scope.now = SegmentManager::cacheNow();
     scope.cache = &cache;
     scope.suspicions = suspect_count_.load(std::memory_order_relaxed) != 0;
+    scope.links_lowered = registry_.linksLowered();
     return scope;
 }
 
@@ -92,17 +72,17 @@ Status MpcommTransport::resolvePeer(
         // would still show the old process.
         segments.invalidateRemote(target);
     }
-    ResolveCacheEntry& entry =
-        scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
+    MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
     if (entry.owner != resolve_owner_ || entry.target != target) {
         // The caller may still point at the evicted resolution.
         if (entry.peer) retired.push_back(std::move(entry.peer));
-        entry = ResolveCacheEntry();
+        entry = MpcommResolveCacheEntry();
         entry.owner = resolve_owner_;
         entry.target = target;
     }
     peer = currentPeer(entry, scope.now);
     if (peer != nullptr) return peer->status;
+    entry.ready_since = 0;
     Status found = segments.getRemoteCached(entry.desc, target, entry.lease);
     if (!found.ok() || !entry.desc) {
         entry.desc.reset();
@@ -130,11 +110,13 @@ Status MpcommTransport::resolvePeer(
 }
 
 const MpcommResolvedPeer* MpcommTransport::readyPeer(
-    SegmentID target, const MpcommResolveScope& scope) const {
+    SegmentID target, const MpcommResolveScope& scope) {
+    const MpcommResolvedPeer* ready =
+        scope.cache->stillReady(resolve_owner_, target, scope);
+    if (ready != nullptr) return ready;
     // A suspicion is taken by resolvePeer(), never here.
     if (scope.suspicions) return nullptr;
-    const ResolveCacheEntry& entry =
-        scope.cache->entries[static_cast<size_t>(target) % kResolveCacheSlots];
+    MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
     if (entry.owner != resolve_owner_ || entry.target != target) {
         return nullptr;
     }
@@ -142,6 +124,9 @@ const MpcommResolvedPeer* MpcommTransport::readyPeer(
     if (peer == nullptr || !peer->status.ok() || !peer->linkReady()) {
         return nullptr;
     }
+    // scope.links_lowered was read before linkReady() looked.
+    entry.ready_peer = entry.peer.get();
+    entry.ready_since = scope.links_lowered + 1;
     return peer;
 }
 

@@ -164,6 +164,15 @@ class MpcommPeerRegistry {
     void runWhenIdle(std::function<void()> fn);
     bool idle() const;
 
+    // Counts every time a link came to say less than it did (a peer no
+    // longer ready, or ready for an older epoch). A reader who reads this
+    // before finding a link ready knows, while the count stays the same,
+    // that every link it found ready still is, without reading the links
+    // again.
+    uint64_t linksLowered() const {
+        return links_lowered_->load(std::memory_order_acquire);
+    }
+
     size_t size() const;
     bool contains(const std::string& host_id) const;
     bool stateOf(const std::string& host_id, MpcommPeerState& state) const;
@@ -175,6 +184,7 @@ class MpcommPeerRegistry {
  private:
     struct Shared;
     std::shared_ptr<Shared> shared_;
+    const std::atomic<uint64_t>* const links_lowered_;  // in *shared_
 };
 
 }  // namespace mooncake::tent

@@ -148,6 +148,8 @@ struct MpcommResolveScope {
     SegmentManager::CacheClock::time_point now;
     MpcommResolveCache* cache = nullptr;
     bool suspicions = false;
+    // MpcommPeerRegistry::linksLowered(), read before any link is checked.
+    uint64_t links_lowered = 0;
 };
 
 class MpcommTransport : public Transport {
@@ -210,11 +212,12 @@ class MpcommTransport : public Transport {
     // What resolvePeer() would hand out for `target` when it is this
     // thread's cache entry as it stands and its peer is ready (its link
     // says what poll() would answer kReady for); else null, and the
-    // caller takes the slow path. Reads only: no suspicion taken, no
-    // descriptor read, nothing evicted, so the pointer stays valid until
-    // this thread's next resolvePeer().
+    // caller takes the slow path. No suspicion taken, no descriptor read,
+    // nothing evicted (it only records in the entry that it found the
+    // peer ready), so the pointer stays valid until this thread's next
+    // resolvePeer().
     const MpcommResolvedPeer* readyPeer(SegmentID target,
-                                        const MpcommResolveScope& scope) const;
+                                        const MpcommResolveScope& scope);
     // submitTransferTasks() steps (mpcomm_batches.cpp), under the
     // sub-batch's submit_mu: the slot of `target`, made and resolved on
     // first sight; issuing a settled slot's tasks; and waiting, within
