@@ -53,6 +53,7 @@ if [ $QUICK -eq 1 ]; then
   UCX_SIZES=(65536 1048576 16777216)
   UCX_BYTES=$((64 << 20))
   OVERHEAD_MIN_TIME=0.05
+  OVERHEAD_REPETITIONS=3
 else
   MODE=full
   DURATION="${DURATION:-1}"
@@ -62,7 +63,8 @@ else
   UCX_SIZES=()
   for ((s = START_BLOCK; s <= MAX_BLOCK; s *= 2)); do UCX_SIZES+=("$s"); done
   UCX_BYTES=$((512 << 20))
-  OVERHEAD_MIN_TIME=0.5
+  OVERHEAD_MIN_TIME=0.2
+  OVERHEAD_REPETITIONS=5
 fi
 MAX_THREADS=2
 
@@ -193,7 +195,13 @@ fi
 
 # --- transport overhead -----------------------------------------------------
 step "tent_transport_overhead (ns per request over an instant adapter)"
+# Repetitions in random order: the goals compare cases (64 peers against
+# 1, the engine against the transport), and this host drifts between
+# phases for minutes at a time; interleaved, the cases of a ratio share
+# the phases, and the report takes each case's median.
 "$BIN/tent_transport_overhead" --benchmark_min_time=$OVERHEAD_MIN_TIME \
+  --benchmark_repetitions=$OVERHEAD_REPETITIONS \
+  --benchmark_enable_random_interleaving=true \
   --benchmark_out="$RAW/overhead.json" --benchmark_out_format=json
 
 # --- report -----------------------------------------------------------------
