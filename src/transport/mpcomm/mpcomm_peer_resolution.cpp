@@ -73,7 +73,7 @@ Status MpcommTransport::resolvePeer(
         segments.invalidateRemote(target);
     }
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
-    if (entry.owner != resolve_owner_ || entry.target != target) {
+    if (!entry.isFor(resolve_owner_, target)) {
         // The caller may still point at the evicted resolution.
         if (entry.peer) retired.push_back(std::move(entry.peer));
         entry = MpcommResolveCacheEntry();
@@ -111,15 +111,10 @@ Status MpcommTransport::resolvePeer(
 
 const MpcommResolvedPeer* MpcommTransport::readyPeer(
     SegmentID target, const MpcommResolveScope& scope) {
-    const MpcommResolvedPeer* ready =
-        scope.cache->stillReady(resolve_owner_, target, scope);
-    if (ready != nullptr) return ready;
     // A suspicion is taken by resolvePeer(), never here.
     if (scope.suspicions) return nullptr;
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
-    if (entry.owner != resolve_owner_ || entry.target != target) {
-        return nullptr;
-    }
+    if (!entry.isFor(resolve_owner_, target)) return nullptr;
     const MpcommResolvedPeer* peer = currentPeer(entry, scope.now);
     if (peer == nullptr || !peer->status.ok() || !peer->linkReady()) {
         return nullptr;

@@ -35,6 +35,11 @@ struct alignas(64) MpcommResolveCacheEntry {
     // What getRemoteCached() last handed this entry: passed back in, so a
     // hit costs no reference counting.
     SegmentDescRef desc;
+
+    // Whether the entry is `for_target`'s, as filled by installation `by`.
+    bool isFor(uint64_t by, SegmentID for_target) const {
+        return owner == by && target == for_target;
+    }
 };
 static_assert(offsetof(MpcommResolveCacheEntry, ready_since) +
                   sizeof(uint64_t) <=
@@ -60,8 +65,8 @@ struct MpcommResolveCache {
     const MpcommResolvedPeer* stillReady(uint64_t owner, SegmentID target,
                                          const MpcommResolveScope& scope) {
         const MpcommResolveCacheEntry& entry = entryFor(target);
-        if (scope.suspicions || entry.owner != owner ||
-            entry.target != target || !entry.lease.current(scope.now) ||
+        if (scope.suspicions || !entry.isFor(owner, target) ||
+            !entry.lease.current(scope.now) ||
             entry.ready_since != scope.links_lowered + 1) {
             return nullptr;
         }

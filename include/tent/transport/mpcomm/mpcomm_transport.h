@@ -212,7 +212,9 @@ class MpcommTransport : public Transport {
     // What resolvePeer() would hand out for `target` when it is this
     // thread's cache entry as it stands and its peer is ready (its link
     // says what poll() would answer kReady for); else null, and the
-    // caller takes the slow path. No suspicion taken, no descriptor read,
+    // caller takes the slow path. The full check, for a caller whose
+    // MpcommResolveCache::stillReady() just failed (it does not repeat
+    // that one). No suspicion taken, no descriptor read,
     // nothing evicted (it only records in the entry that it found the
     // peer ready), so the pointer stays valid until this thread's next
     // resolvePeer().
