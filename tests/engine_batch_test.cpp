@@ -1,11 +1,14 @@
 // TransferEngine batches against a fake transport: ids stay unique when
 // the engine reuses a batch's slot, status reads racing freeBatch() never
-// reach a freed sub-batch, and concurrent submissions to one batch all
-// land. The engine finds batches without a lock (engine_batch_table.h), so
+// reach a freed sub-batch (and wait, rather than fail, while a free closes
+// the batch to count its tasks), and concurrent submissions to one batch
+// all land. The engine finds batches without a lock (engine_batch_table.h), so
 // these are the races that design must get right.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -66,6 +69,10 @@ class FakeTransport : public Transport {
         auto* sub = static_cast<Sub*>(batch);
         if (sub->freed.load()) misuse.fetch_add(1);
         polls.fetch_add(1);
+        if (hold_next_poll.exchange(false)) {
+            held.set_value();
+            released.wait_for(std::chrono::seconds(30));
+        }
         if (task_id < 0 || static_cast<size_t>(task_id) >= sub->size()) {
             misuse.fetch_add(1);
             return Status::InvalidArgument("fake: task id out of range");
@@ -75,6 +82,13 @@ class FakeTransport : public Transport {
         return Status::OK();
     }
     const char* getName() const override { return "fake"; }
+
+    // When set, the next poll clears it, fulfils `held` and waits (30 s at
+    // most) until `release` is fulfilled.
+    std::atomic<bool> hold_next_poll{false};
+    std::promise<void> held;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
 
     std::atomic<bool> complete{true};
     std::atomic<long> polls{0};
@@ -270,6 +284,77 @@ TEST_F(EngineBatchTest, AFreeWaitingOnTasksRefusesSubmissionsAndASecondFree) {
     EXPECT_EQ(second.message(), "freeBatch: batch " + std::to_string(id) +
                                     " is already being freed");
     EXPECT_TRUE(isUnknown(engine_->getTransferStatus(id, 0, status), id));
+    EXPECT_EQ(fake_->misuse.load(), 0);
+}
+
+// freeBatch() closes the batch to readers while it counts the tasks in
+// flight once; a status read arriving then waits and answers once the free
+// lets readers in again to wait for a task, rather than failing.
+TEST_F(EngineBatchTest, AStatusReadWhileAFreeCountsWaitsAndThenAnswers) {
+    fake_->complete.store(false);
+    BatchID id = engine_->allocateBatch(4);
+    ASSERT_TRUE(engine_->submitTransfer(id, {request()}).ok());
+    // Fulfils `release` on every path, so no thread here waits 30 s.
+    struct Release {
+        FakeTransport* fake;
+        bool done = false;
+        void now() {
+            if (!done) fake->release.set_value();
+            done = true;
+        }
+        ~Release() { now(); }
+    } release{fake_};
+    fake_->hold_next_poll.store(true);
+    std::future<Status> freed =
+        std::async(std::launch::async, [&] { return engine_->freeBatch(id); });
+    // The free's first count polls the one task and is held there, with
+    // the batch closed to readers.
+    ASSERT_EQ(fake_->held.get_future().wait_for(std::chrono::seconds(20)),
+              std::future_status::ready);
+    const long polls_held = fake_->polls.load();
+    TransferStatus status;
+    std::future<Status> read = std::async(std::launch::async, [&] {
+        return engine_->getTransferStatus(id, 0, status);
+    });
+    // A bound on a negative: a read that failed fast would be ready here.
+    EXPECT_EQ(read.wait_for(std::chrono::milliseconds(200)),
+              std::future_status::timeout);
+    EXPECT_EQ(fake_->polls.load(), polls_held);
+    release.now();
+    // The free found the task in flight and let readers in to wait for it.
+    ASSERT_EQ(read.wait_for(std::chrono::seconds(20)),
+              std::future_status::ready);
+    Status read_status = read.get();
+    EXPECT_TRUE(read_status.ok()) << read_status.message();
+    EXPECT_EQ(status.s, PENDING);
+    fake_->complete.store(true);
+    ASSERT_EQ(freed.wait_for(std::chrono::seconds(20)),
+              std::future_status::ready);
+    Status free_status = freed.get();
+    EXPECT_TRUE(free_status.ok()) << free_status.message();
+    EXPECT_TRUE(isUnknown(engine_->getTransferStatus(id, 0, status), id));
+    EXPECT_EQ(fake_->misuse.load(), 0);
+}
+
+// A hint naming a transport this engine did not load fails that request
+// alone; the requests around it, hinted to a loaded one, go through.
+TEST_F(EngineBatchTest, AHintToATransportNotLoadedFailsOnlyItsRequest) {
+    BatchID id = engine_->allocateBatch(4);
+    ASSERT_NE(id, 0u);
+    Request unloaded = request();
+    unloaded.transport_hint = MPCOMM;
+    ASSERT_TRUE(
+        engine_->submitTransfer(id, {request(), unloaded, request()}).ok());
+    std::vector<TransferStatus> list;
+    ASSERT_TRUE(engine_->getTransferStatus(id, list).ok());
+    ASSERT_EQ(list.size(), 3u);
+    EXPECT_EQ(list[0].s, COMPLETED);
+    EXPECT_EQ(list[1].s, FAILED);
+    EXPECT_EQ(list[2].s, COMPLETED);
+    // Two requests reached the transport, in one sub-batch.
+    EXPECT_EQ(fake_->polls.load(), 2);
+    EXPECT_TRUE(engine_->freeBatch(id).ok());
+    EXPECT_EQ(fake_->frees.load(), 1);
     EXPECT_EQ(fake_->misuse.load(), 0);
 }
 

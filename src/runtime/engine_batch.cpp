@@ -30,13 +30,13 @@ Status unknownBatch(const char* operation, BatchID id) {
                                    ": unknown batch id " + std::to_string(id));
 }
 
-// Finds the batch `id` names and claims `flag` (kSubmitting or kFreeing)
+// Finds the batch `id` names and claims `flags` (see EngineBatch::claim)
 // on it for `operation`; the batch in `batch` when OK.
 Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
-                  uint64_t flag, EngineBatch*& batch) {
+                  uint64_t flags, EngineBatch*& batch) {
     batch = table.lookup(id);
     if (batch == nullptr) return unknownBatch(operation, id);
-    switch (batch->claim(EngineBatchTable::generationOf(id), flag)) {
+    switch (batch->claim(EngineBatchTable::generationOf(id), flags)) {
         case EngineBatch::Claim::kOk:
             return Status::OK();
         case EngineBatch::Claim::kUnknown:
@@ -46,8 +46,8 @@ Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
     }
     return Status::InvalidArgument(
         std::string(operation) + ": batch " + std::to_string(id) +
-        (flag == EngineBatch::kFreeing ? " is already being freed"
-                                       : " is being freed"));
+        ((flags & EngineBatch::kFreeing) != 0 ? " is already being freed"
+                                              : " is being freed"));
 }
 
 // The batch `id` names, pinned for a lock-free read; null when the id is
@@ -100,56 +100,72 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
     EngineBatch* batch = nullptr;
+    // Closed to readers from the claim on: once those inside have left,
+    // nothing reads the batch but this call.
     CHECK_STATUS(claimBatch(batches_, "freeBatch", batch_id,
-                            EngineBatch::kFreeing, batch));
+                            EngineBatch::kFreeing | EngineBatch::kClosing,
+                            batch));
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
+    batch->waitUnpinned();
     // Holding kFreeing: no submission gets in while this counts and waits.
     size_t in_flight = 0;
     Status s = countInFlight(*batch, in_flight);
+    if (s.ok() && in_flight > 0) {
+        // Status reads answer again while this waits.
+        batch->state.store(
+            EngineBatch::idleState(generation) | EngineBatch::kFreeing,
+            std::memory_order_release);
+        s = waitForTasks(*batch, batch_id, in_flight);
+        if (s.ok()) {
+            // Closed again, and the readers let in meanwhile waited out,
+            // before the generation moves (no task can be added back).
+            batch->state.store(EngineBatch::idleState(generation) |
+                                   EngineBatch::kFreeing |
+                                   EngineBatch::kClosing,
+                               std::memory_order_seq_cst);
+            batch->waitUnpinned();
+        }
+    }
     if (!s.ok()) {
         batch->unclaim(generation);
         return s;
     }
-    if (in_flight > 0) {
-        // The configuration and the clock are read only when there is
-        // something to wait for.
-        const int wait_ms =
-            conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
-        const auto deadline = std::chrono::steady_clock::now() +
-                              std::chrono::milliseconds(wait_ms);
-        // Transports report completion only when polled, so this polls,
-        // with a pause that grows to 1 ms so a long wait does not burn a
-        // core.
-        for (int round = 0; s.ok() && in_flight > 0; ++round) {
-            if (std::chrono::steady_clock::now() >= deadline) break;
-            if (round < 100) {
-                std::this_thread::yield();
-            } else {
-                std::this_thread::sleep_for(std::chrono::microseconds(
-                    std::min(1000, 10 * (round - 99))));
-            }
-            s = countInFlight(*batch, in_flight);
-        }
-        if (!s.ok() || in_flight > 0) {
-            batch->unclaim(generation);
-            if (!s.ok()) return s;
-            return Status::InvalidArgument(
-                "freeBatch: batch " + std::to_string(batch_id) + " still has " +
-                std::to_string(in_flight) +
-                " task(s) in flight after batch/free_timeout_ms=" +
-                std::to_string(wait_ms) +
-                " ms; it stays allocated, free it again once they finish");
-        }
-    }
-    // Sequentially consistent against pin(): either a reader sees the new
-    // generation, or recycle() sees its pin and waits for it.
+    // No reader is inside and none gets in: a plain store is enough. The
+    // id is invalid from here on.
     batch->state.store(
         EngineBatch::idleState(EngineBatchTable::nextGeneration(generation)),
-        std::memory_order_seq_cst);
-    // The id is invalid from here on; a status poll that pinned the batch
-    // before keeps its sub-batches alive until it returns.
+        std::memory_order_release);
     batches_.recycle(batch);
     return Status::OK();
+}
+
+Status TransferEngineImpl::waitForTasks(EngineBatch& batch, BatchID batch_id,
+                                        size_t in_flight) {
+    // The configuration and the clock are read only when there is
+    // something to wait for.
+    const int wait_ms =
+        conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    // Transports report completion only when polled, so this polls, with a
+    // pause that grows to 1 ms so a long wait does not burn a core.
+    for (int round = 0; in_flight > 0; ++round) {
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        if (round < 100) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(
+                std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+        }
+        CHECK_STATUS(countInFlight(batch, in_flight));
+    }
+    if (in_flight == 0) return Status::OK();
+    return Status::InvalidArgument(
+        "freeBatch: batch " + std::to_string(batch_id) + " still has " +
+        std::to_string(in_flight) +
+        " task(s) in flight after batch/free_timeout_ms=" +
+        std::to_string(wait_ms) +
+        " ms; it stays allocated, free it again once they finish");
 }
 
 Status TransferEngineImpl::submitTransfer(
@@ -185,7 +201,6 @@ Status TransferEngineImpl::submitTransfer(
     Transport* first = nullptr;
     bool one_transport = true;
     TransportType last_hint = UNSPEC;
-    Status hint_status;
     Transport* hint_transport = nullptr;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
@@ -197,10 +212,11 @@ Status TransferEngineImpl::submitTransfer(
         if (request.transport_hint != UNSPEC) {
             if (request.transport_hint != last_hint) {
                 last_hint = request.transport_hint;
-                hint_status = selector_.checkHint(last_hint);
                 hint_transport = transportOf(last_hint);
             }
-            s = hint_status;
+            // Every loaded transport is one of transports_: the selector's
+            // error (naming the hint) is built only for a hint that is not.
+            if (hint_transport == nullptr) s = selector_.checkHint(last_hint);
             chosen_transport = hint_transport;
         } else {
             if (!desc || request.target_id != last_target) {

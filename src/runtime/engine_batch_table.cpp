@@ -99,22 +99,50 @@ Transport::SubBatchRef EngineBatch::subOf(Transport* transport, Status& s) {
     return sub;
 }
 
-EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flag) {
+EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flags) {
     const uint64_t idle = idleState(expected);
     for (int round = 0;; ++round) {
         uint64_t seen = idle;
-        if (state.compare_exchange_weak(seen, idle | flag,
-                                        std::memory_order_acquire,
+        // Sequentially consistent: a claim of kClosing is one side of the
+        // exchange with pin() (see the header's file comment).
+        if (state.compare_exchange_weak(seen, idle | flags,
+                                        std::memory_order_seq_cst,
                                         std::memory_order_relaxed)) {
             return Claim::kOk;
         }
-        if ((seen >> 2) != expected) return Claim::kUnknown;
+        if (generationIn(seen) != expected) return Claim::kUnknown;
         if ((seen & kFreeing) != 0) return Claim::kFreeing;
         if (seen == idle) continue;  // a spurious failure
         // Another submission to this batch. Most are short, but one may
         // wait on a peer's handshake (up to transports/mpcomm/
         // connect_timeout_ms), so the pause grows to 1 ms rather than
         // spin a core for that long, as the mutex this replaces slept.
+        backoff(round);
+    }
+}
+
+bool EngineBatch::pinAfterClosing(uint32_t expected, uint64_t seen) {
+    for (;;) {
+        unpin();
+        if (generationIn(seen) != expected) return false;
+        // A free holds kClosing while it waits for the readers inside and
+        // counts the tasks in flight once, both short: wait for it to
+        // finish (the id is then unknown) or to let readers in again.
+        for (int waited = 0; state.load(std::memory_order_acquire) == seen;
+             ++waited) {
+            backoff(waited);
+        }
+        pins.fetch_add(1, std::memory_order_seq_cst);
+        seen = state.load(std::memory_order_seq_cst);
+        if (generationIn(seen) == expected && (seen & kClosing) == 0) {
+            return true;
+        }
+    }
+}
+
+void EngineBatch::waitUnpinned() const {
+    // Readers pinned before the closing leave within one status call.
+    for (int round = 0; pins.load(std::memory_order_seq_cst) != 0; ++round) {
         backoff(round);
     }
 }
@@ -220,8 +248,8 @@ BatchID EngineBatchTable::allocate(size_t capacity) {
     // id fails the generation check before it reads anything else.
     batch->capacity = capacity;
     if (batch->tasks.size() < capacity) batch->tasks.resize(capacity);
-    const uint32_t generation = nextGeneration(static_cast<uint32_t>(
-        batch->state.load(std::memory_order_relaxed) >> 2));
+    const uint32_t generation = nextGeneration(EngineBatch::generationIn(
+        batch->state.load(std::memory_order_relaxed)));
     batch->state.store(EngineBatch::idleState(generation),
                        std::memory_order_release);
     return (static_cast<BatchID>(generation) << 32) | batch->slot;
@@ -243,12 +271,6 @@ EngineBatch* EngineBatchTable::slotOf(BatchID id) const {
 }
 
 void EngineBatchTable::recycle(EngineBatch* batch) {
-    // Readers that pinned the batch before its generation moved may still
-    // be polling its sub-batches; they leave within one status call.
-    for (int round = 0; batch->pins.load(std::memory_order_seq_cst) != 0;
-         ++round) {
-        backoff(round);
-    }
     batch->reset();
     EngineSlotCache& cache = slotCache();
     if (cache.table != 0 && cache.table != uid_) {

@@ -16,11 +16,15 @@
 // of its slot.
 //
 // Status readers take no lock: they pin the batch (a counter) and then
-// check the generation; freeBatch() moves the generation first and then
-// waits for the pins to drain before it frees the sub-batches. Both sides
-// use sequentially consistent operations, so at least one of them sees the
-// other: either the reader sees the new generation and touches nothing, or
-// the freer sees the pin and waits for it.
+// check the state word. freeBatch() first closes the batch to new readers
+// (kClosing, in the compare-and-swap that claims it) and then waits for
+// the pins to drain. Both sides use sequentially consistent operations, so
+// at least one of them sees the other: either the reader sees kClosing and
+// waits outside, or the freer sees the pin and waits for it. With no reader
+// inside and none let in, the free moves the generation with a plain store,
+// so a free that finds nothing in flight takes one locked instruction: its
+// claim. (One that must wait for tasks lets readers in meanwhile, and closes
+// the batch again with a sequentially consistent store before it frees.)
 #pragma once
 
 #include <array>
@@ -68,14 +72,20 @@ struct EngineBatch {
     };
     using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
 
-    // (generation << 2) | kSubmitting | kFreeing. The generation is odd
-    // while allocated (see the file comment); a submission or a free owns
-    // the batch's routing state while it holds its flag, which replaces a
+    // (generation << kFlagBits) | flags. The generation is odd while
+    // allocated (see the file comment); a submission or a free owns the
+    // batch's routing state while it holds its flag, which replaces a
     // mutex: claiming is one compare-and-swap, letting go a plain store.
     static constexpr uint64_t kSubmitting = 1;
     // Held while freeBatch() counts and waits for tasks in flight: no task
     // is submitted meanwhile and a second freeBatch() is refused.
     static constexpr uint64_t kFreeing = 2;
+    // Held with kFreeing while the free waits for the readers inside to
+    // leave and counts the tasks in flight once: pin() waits it out rather
+    // than enter. A free that must wait for tasks lets readers in again
+    // meanwhile, so status reads still answer then.
+    static constexpr uint64_t kClosing = 4;
+    static constexpr int kFlagBits = 3;
     std::atomic<uint64_t> state{0};
     // Status readers inside this batch right now.
     std::atomic<uint32_t> pins{0};
@@ -113,34 +123,46 @@ struct EngineBatch {
     std::atomic<uint32_t> next_free{0};
 
     static uint64_t idleState(uint32_t generation) {
-        return static_cast<uint64_t>(generation) << 2;
+        return static_cast<uint64_t>(generation) << kFlagBits;
+    }
+    static uint32_t generationIn(uint64_t state_word) {
+        return static_cast<uint32_t>(state_word >> kFlagBits);
     }
     uint32_t generation() const {
-        return static_cast<uint32_t>(state.load(std::memory_order_acquire) >>
-                                     2);
+        return generationIn(state.load(std::memory_order_acquire));
     }
 
     enum class Claim { kOk, kUnknown, kFreeing };
-    // Sets `flag` (kSubmitting or kFreeing) while the batch is generation
-    // `expected` and holds no flag, waiting out a submission in progress.
-    // kUnknown: no longer that batch; kFreeing: a free holds it.
-    Claim claim(uint32_t expected, uint64_t flag);
+    // Sets `flags` (kSubmitting, or kFreeing with or without kClosing)
+    // while the batch is generation `expected` and holds no flag, waiting
+    // out a submission in progress. kUnknown: no longer that batch;
+    // kFreeing: a free holds it.
+    Claim claim(uint32_t expected, uint64_t flags);
     // Lets go of a flag claimed for generation `generation`.
     void unclaim(uint32_t generation) {
         state.store(idleState(generation), std::memory_order_release);
     }
 
     // Pins the batch for a lock-free read when it is still generation
-    // `expected`; false (and nothing held) otherwise.
+    // `expected`; false (and nothing held) otherwise. Waits while a free
+    // holds kClosing.
     bool pin(uint32_t expected) {
         pins.fetch_add(1, std::memory_order_seq_cst);
-        if ((state.load(std::memory_order_seq_cst) >> 2) == expected) {
+        const uint64_t seen = state.load(std::memory_order_seq_cst);
+        if (generationIn(seen) == expected && (seen & kClosing) == 0) {
             return true;
         }
-        unpin();
-        return false;
+        return pinAfterClosing(expected, seen);
     }
     void unpin() { pins.fetch_sub(1, std::memory_order_release); }
+    // Returns once no reader is pinned; the caller holds kClosing, so none
+    // gets in after.
+    void waitUnpinned() const;
+
+ private:
+    // pin()'s slow path: `seen` was not an open batch of generation
+    // `expected`. Unpins, and waits for a closing to end when it was one.
+    bool pinAfterClosing(uint32_t expected, uint64_t seen);
 };
 
 // Unpins on scope exit.
@@ -180,10 +202,10 @@ class EngineBatchTable {
     }
     // The generation a free moves a live batch to.
     static uint32_t nextGeneration(uint32_t generation);
-    // Puts a freed batch's slot back for reuse. The caller moved its
-    // generation already (holding kFreeing), so no new reader or submitter
-    // gets in; this waits for the readers pinned before that, then frees
-    // the sub-batches.
+    // Puts a freed batch's slot back for reuse and frees its sub-batches.
+    // The caller moved its generation already, after it waited out the
+    // readers pinned while it held kClosing (EngineBatch::waitUnpinned), so
+    // none is left and no new reader or submitter gets in.
     void recycle(EngineBatch* batch);
     // Frees the sub-batches of every batch still allocated (teardown, no
     // call running).

@@ -92,11 +92,15 @@ class TransferEngineImpl {
     // engine_batch.cpp
     Transport* transportOf(TransportType type) const;
     // Task `task_id` (< batch.published) of a batch the caller pinned, or
-    // holds the mu of while it is freeing it.
+    // holds kFreeing on.
     Status taskStatus(EngineBatch& batch, size_t task_id,
                       TransferStatus& status);
     // Tasks of `batch` still PENDING (or INITIAL).
     Status countInFlight(EngineBatch& batch, size_t& in_flight);
+    // freeBatch()'s wait, holding kFreeing, for the `in_flight` tasks it
+    // counted: OK once none is left, the timeout error (naming the count
+    // and batch/free_timeout_ms) when some still are at the deadline.
+    Status waitForTasks(EngineBatch& batch, BatchID batch_id, size_t in_flight);
 
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.
