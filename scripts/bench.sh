@@ -6,8 +6,9 @@
 # Builds what it needs (softmpcomm, tebench, tent_memcpy_bw and
 # tent_transport_overhead in the USE_MPCOMM=ON tree), then measures
 #   - tebench over mpcomm (softmpcomm) and over tcp, read and write,
-#     blocks 64 KiB..64 MiB, batch 1..16, threads 1..2 (--quick: batch 1
-#     and 16 only, shorter cases);
+#     blocks 64 KiB..64 MiB, batch 1..16, threads 1..2, the two transports
+#     back to back at each block size (--quick: batch 1 and 16 only,
+#     shorter cases, one sweep per transport);
 #   - iperf3 over loopback, 1 and 2 streams, 1 MiB writes;
 #   - ucx_perftest ucp_put_bw / ucp_get over UCX's tcp transport (installs
 #     ucx-utils with apt-get when missing; skipped with a note when that
@@ -115,21 +116,44 @@ wait_for_line() {
 REF_PORT=$((31000 + ($$ % 1000) * 2))
 
 # --- tebench ----------------------------------------------------------------
-for xport in mpcomm tcp; do
-  for op in read write; do
-    for range in "${BATCH_RANGES[@]}"; do
-      read -r b0 b1 <<<"$range"
-      step "tebench over $xport, $op, batch $b0..$b1, threads 1..$MAX_THREADS"
-      # Each thread needs room for a batch of the largest blocks.
-      TOTAL_BUFFER_SIZE=$((MAX_BLOCK * b1 * MAX_THREADS)) \
-      LOGDIR="$RAW/logs_${xport}_${op}_b${b0}" \
-        "$ROOT/scripts/tebench_pair.sh" "$BIN/tebench" "$xport" \
-        --op_type="$op" --start_block_size=$START_BLOCK \
-        --max_block_size=$MAX_BLOCK --start_batch_size="$b0" \
-        --max_batch_size="$b1" --start_num_threads=1 \
-        --max_num_threads=$MAX_THREADS --duration="$DURATION" \
-        --warmup_duration="$WARMUP" \
-        --json_out="$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
+# The goals compare mpcomm and tcp case by case, and this host drifts
+# between speed phases for minutes at a time. In full mode each block size
+# is therefore its own pair of runs, mpcomm and tcp back to back (about
+# 15 s apart rather than the minutes a whole sweep takes), the order
+# swapped at every other size so that neither transport always goes
+# first. --quick keeps one sweep per transport, op and batch range: a pair
+# of processes per block size would not fit its 3 minutes.
+run_pair() {  # <xport> <op> <first batch> <last batch> <first block> <last block> <json>
+  local xport="$1" op="$2" b0="$3" b1="$4" s0="$5" s1="$6" json="$7"
+  # Each thread needs room for a batch of the largest blocks.
+  TOTAL_BUFFER_SIZE=$((s1 * b1 * MAX_THREADS)) \
+  LOGDIR="$RAW/logs_${xport}_${op}_b${b0}_s${s0}" \
+    "$ROOT/scripts/tebench_pair.sh" "$BIN/tebench" "$xport" \
+    --op_type="$op" --start_block_size="$s0" \
+    --max_block_size="$s1" --start_batch_size="$b0" \
+    --max_batch_size="$b1" --start_num_threads=1 \
+    --max_num_threads=$MAX_THREADS --duration="$DURATION" \
+    --warmup_duration="$WARMUP" --json_out="$json"
+}
+for op in read write; do
+  for range in "${BATCH_RANGES[@]}"; do
+    read -r b0 b1 <<<"$range"
+    if [ $QUICK -eq 1 ]; then
+      for xport in mpcomm tcp; do
+        step "tebench over $xport, $op, batch $b0..$b1, threads 1..$MAX_THREADS"
+        run_pair "$xport" "$op" "$b0" "$b1" $START_BLOCK $MAX_BLOCK \
+          "$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
+      done
+      continue
+    fi
+    order=(mpcomm tcp)
+    for ((size = START_BLOCK; size <= MAX_BLOCK; size *= 2)); do
+      for xport in "${order[@]}"; do
+        step "tebench over $xport, $op, $size bytes, batch $b0..$b1, threads 1..$MAX_THREADS"
+        run_pair "$xport" "$op" "$b0" "$b1" "$size" "$size" \
+          "$RAW/tebench_${xport}_${op}_b${b0}-${b1}_s${size}.json"
+      done
+      order=("${order[1]}" "${order[0]}")
     done
   done
 done

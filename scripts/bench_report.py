@@ -5,8 +5,8 @@ and a PNG plot of GB/s against block size.
 usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
                        --duration=S [--warmup=S] --seconds=N
 
-Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>.json (tebench
---json_out), memcpy.txt (tent_memcpy_bw), loopback_rr.txt
+Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>[_s<block>].json
+(tebench --json_out; full mode runs each block size apart), memcpy.txt (tent_memcpy_bw), loopback_rr.txt
 (scripts/loopback_rr.py), iperf3_P<n>.json (iperf3 -J),
 ucx_<test>_<size>.txt (ucx_perftest) or ucx_skipped.txt, overhead.json
 (Google Benchmark). Writes --out/results.json, --out/table.txt,
@@ -28,7 +28,10 @@ SERIES = [("mpcomm", "read"), ("mpcomm", "write"), ("tcp", "read"),
 
 
 def load_tebench(raw):
-    rows, first = [], {}
+    """The rows of every tebench run, and per series and batch range the
+    first transfer's latency: the run's own, or the median over the runs
+    of one block size each."""
+    rows, firsts = [], {}
     for path in sorted(glob.glob(os.path.join(raw, "tebench_*.json"))):
         with open(path) as f:
             report = json.load(f)
@@ -36,11 +39,12 @@ def load_tebench(raw):
             sys.exit("bench_report: %s records a failed run: %s" %
                      (path, report.get("error")))
         run = report["run"]
-        batches = re.search(r"_b(\d+-\d+)\.json$", path)
+        batches = re.search(r"_b(\d+-\d+)(_s\d+)?\.json$", path)
         key = "%s/%s/batch %s" % (run["transport"], run["op"],
                                   batches.group(1) if batches else "?")
-        first[key] = report["first_transfer_us"]
+        firsts.setdefault(key, []).append(report["first_transfer_us"])
         rows += report["rows"]
+    first = {k: statistics.median(v) for k, v in firsts.items()}
     return rows, first
 
 
@@ -381,7 +385,8 @@ def main():
                  "one loopback connection, one request of the block size in "
                  "flight, no TENT (scripts/loopback_rr.py).")
     lines.append("First transfer of each tebench run (us, connection setup "
-                 "included): " + ", ".join("%s %.0f" % kv
+                 "included; the median over a series' runs where each block "
+                 "size ran apart): " + ", ".join("%s %.0f" % kv
                                            for kv in sorted(first.items())))
     if ucx_note:
         lines.append("UCX: " + ucx_note)
