@@ -294,7 +294,12 @@ TEST_F(EngineBatchTest, AStatusReadWhileAFreeCountsWaitsAndThenAnswers) {
     fake_->complete.store(false);
     BatchID id = engine_->allocateBatch(4);
     ASSERT_TRUE(engine_->submitTransfer(id, {request()}).ok());
-    // Fulfils `release` on every path, so no thread here waits 30 s.
+    TransferStatus status;
+    std::future<Status> freed;
+    std::future<Status> read;
+    // Declared after the futures, so destroyed before them when an
+    // assertion returns early: it releases the held poll and completes the
+    // task, and the futures' destructors then wait for nothing long.
     struct Release {
         FakeTransport* fake;
         bool done = false;
@@ -302,18 +307,20 @@ TEST_F(EngineBatchTest, AStatusReadWhileAFreeCountsWaitsAndThenAnswers) {
             if (!done) fake->release.set_value();
             done = true;
         }
-        ~Release() { now(); }
+        ~Release() {
+            now();
+            fake->complete.store(true);
+        }
     } release{fake_};
     fake_->hold_next_poll.store(true);
-    std::future<Status> freed =
+    freed =
         std::async(std::launch::async, [&] { return engine_->freeBatch(id); });
     // The free's first count polls the one task and is held there, with
     // the batch closed to readers.
     ASSERT_EQ(fake_->held.get_future().wait_for(std::chrono::seconds(20)),
               std::future_status::ready);
     const long polls_held = fake_->polls.load();
-    TransferStatus status;
-    std::future<Status> read = std::async(std::launch::async, [&] {
+    read = std::async(std::launch::async, [&] {
         return engine_->getTransferStatus(id, 0, status);
     });
     // A bound on a negative: a read that failed fast would be ready here.
