@@ -15,9 +15,9 @@
 // mutex.
 #include <glog/logging.h>
 
-#include <algorithm>
 #include <chrono>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "runtime/transfer_engine_impl.h"
 
@@ -147,16 +147,10 @@ Status TransferEngineImpl::waitForTasks(EngineBatch& batch, BatchID batch_id,
         conf_->get("batch/free_timeout_ms", kDefaultFreeBatchTimeoutMs);
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    // Transports report completion only when polled, so this polls, with a
-    // pause that grows to 1 ms so a long wait does not burn a core.
+    // Transports report completion only when polled, so this polls.
     for (int round = 0; in_flight > 0; ++round) {
         if (std::chrono::steady_clock::now() >= deadline) break;
-        if (round < 100) {
-            std::this_thread::yield();
-        } else {
-            std::this_thread::sleep_for(
-                std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
-        }
+        engineBackoff(round);
         CHECK_STATUS(countInFlight(batch, in_flight));
     }
     if (in_flight == 0) return Status::OK();

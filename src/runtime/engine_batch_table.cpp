@@ -17,16 +17,6 @@ namespace {
 // that keeps it in a signed 64-bit integer (a binding, a log field).
 constexpr uint32_t kGenerationMask = 0x7fffffffu;
 
-// Waiting on another thread: yield first, then sleep, up to 1 ms a time.
-void backoff(int round) {
-    if (round < 100) {
-        std::this_thread::yield();
-    } else {
-        std::this_thread::sleep_for(
-            std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
-    }
-}
-
 // A batch freed with more TaskRefs than this gives the memory back instead
 // of keeping it for the slot's next batch.
 constexpr size_t kKeptTasks = 4096;
@@ -76,6 +66,15 @@ std::atomic<uint64_t> g_next_table_uid{1};
 
 }  // namespace
 
+void engineBackoff(int round) {
+    if (round < 100) {
+        std::this_thread::yield();
+    } else {
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::min(1000, 10 * (round - 99))));
+    }
+}
+
 EngineBatchTable::EngineBatchTable()
     : uid_(g_next_table_uid.fetch_add(1, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(tablesMu());
@@ -117,12 +116,12 @@ EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flags) {
         // wait on a peer's handshake (up to transports/mpcomm/
         // connect_timeout_ms), so the pause grows to 1 ms rather than
         // spin a core for that long, as the mutex this replaces slept.
-        backoff(round);
+        engineBackoff(round);
     }
 }
 
 bool EngineBatch::pinAfterClosing(uint32_t expected, uint64_t seen) {
-    for (;;) {
+    do {
         unpin();
         if (generationIn(seen) != expected) return false;
         // A free holds kClosing while it waits for the readers inside and
@@ -130,20 +129,16 @@ bool EngineBatch::pinAfterClosing(uint32_t expected, uint64_t seen) {
         // finish (the id is then unknown) or to let readers in again.
         for (int waited = 0; state.load(std::memory_order_acquire) == seen;
              ++waited) {
-            backoff(waited);
+            engineBackoff(waited);
         }
-        pins.fetch_add(1, std::memory_order_seq_cst);
-        seen = state.load(std::memory_order_seq_cst);
-        if (generationIn(seen) == expected && (seen & kClosing) == 0) {
-            return true;
-        }
-    }
+    } while (!tryPin(expected, seen));
+    return true;
 }
 
 void EngineBatch::waitUnpinned() const {
     // Readers pinned before the closing leave within one status call.
     for (int round = 0; pins.load(std::memory_order_seq_cst) != 0; ++round) {
-        backoff(round);
+        engineBackoff(round);
     }
 }
 

@@ -147,12 +147,8 @@ struct EngineBatch {
     // `expected`; false (and nothing held) otherwise. Waits while a free
     // holds kClosing.
     bool pin(uint32_t expected) {
-        pins.fetch_add(1, std::memory_order_seq_cst);
-        const uint64_t seen = state.load(std::memory_order_seq_cst);
-        if (generationIn(seen) == expected && (seen & kClosing) == 0) {
-            return true;
-        }
-        return pinAfterClosing(expected, seen);
+        uint64_t seen;
+        return tryPin(expected, seen) || pinAfterClosing(expected, seen);
     }
     void unpin() { pins.fetch_sub(1, std::memory_order_release); }
     // Returns once no reader is pinned; the caller holds kClosing, so none
@@ -160,10 +156,23 @@ struct EngineBatch {
     void waitUnpinned() const;
 
  private:
-    // pin()'s slow path: `seen` was not an open batch of generation
-    // `expected`. Unpins, and waits for a closing to end when it was one.
+    // One attempt: takes a pin and reads the state word into `seen`; true
+    // when that is an open batch of generation `expected` (the pin then
+    // stands), false with the pin still to be let go.
+    bool tryPin(uint32_t expected, uint64_t& seen) {
+        pins.fetch_add(1, std::memory_order_seq_cst);
+        seen = state.load(std::memory_order_seq_cst);
+        return generationIn(seen) == expected && (seen & kClosing) == 0;
+    }
+    // pin()'s slow path after a failed tryPin(): unpins, and waits for a
+    // closing to end when `seen` was one of generation `expected`.
     bool pinAfterClosing(uint32_t expected, uint64_t seen);
 };
+
+// Waiting on another thread (a submission, a closing free, readers to
+// leave, tasks to finish): yield first, then sleep, growing to 1 ms a time
+// so that a long wait does not burn a core.
+void engineBackoff(int round);
 
 // Unpins on scope exit.
 class EngineBatchPin {
