@@ -1,5 +1,6 @@
 // TcpTransport initiator side: workers that carry tasks to peers.
 #include <glog/logging.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,6 +83,7 @@ Status transfer(int fd, TcpTransport::Task& task, int timeout_ms,
 }  // namespace
 
 void TcpTransport::workerLoop() {
+    pthread_setname_np(pthread_self(), "tent-tcp-worker");
     // endpoint -> connected socket; private to this worker, so a peer sees
     // at most one connection per worker and frames never interleave.
     std::map<std::string, int> connections;

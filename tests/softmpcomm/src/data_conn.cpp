@@ -1,6 +1,7 @@
 #include "data_conn.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -47,8 +48,15 @@ std::shared_ptr<DataConn> DataConn::open(const DataConnParams& params,
     // From here on close() wakes the connection's threads, not shutdown()'s
     // cancellation of handshakes.
     std::shared_ptr<DataConn> conn(new DataConn(socket.release(), params));
-    conn->reader_ = std::thread([raw = conn.get()] { raw->readerLoop(); });
-    conn->sender_ = std::thread([raw = conn.get()] { raw->senderLoop(); });
+    // Named so that top -H and perf tell a connection's threads apart.
+    conn->reader_ = std::thread([raw = conn.get()] {
+        pthread_setname_np(pthread_self(), "smpc-reader");
+        raw->readerLoop();
+    });
+    conn->sender_ = std::thread([raw = conn.get()] {
+        pthread_setname_np(pthread_self(), "smpc-sender");
+        raw->senderLoop();
+    });
     return conn;
 }
 
@@ -169,7 +177,7 @@ int DataConn::markDead(int reason) {
     return first;
 }
 
-bool DataConn::enqueue(Pending pending, Queued queued) {
+bool DataConn::enqueue(Pending pending, Queued queued, PostedBy by) {
     bool send_here;
     {
         std::lock_guard<std::mutex> lock(pending_mu_);
@@ -180,10 +188,11 @@ bool DataConn::enqueue(Pending pending, Queued queued) {
         queued.request.seq = next_seq_++;
         encodeHeader(queued.request, queued.head);
         pending_.emplace(queued.request.seq, std::move(pending));
-        // A small request on an idle socket goes out from the posting
-        // thread: waking the sender for it would cost more than sending.
+        // A request on an idle socket goes out from the posting thread when
+        // waking the sender would cost more than sending it here.
         send_here = !writing_ && queue_.empty() &&
-                    queued.request.payload_len <= kInlinePayloadBytes;
+                    (by == PostedBy::kReader ||
+                     queued.request.payload_len <= kInlinePayloadBytes);
         if (send_here)
             writing_ = true;
         else
@@ -238,12 +247,12 @@ void DataConn::failPending(uint64_t seq, int status) {
     transfer->sliceDone(status);
 }
 
-void DataConn::start(WaitingSlice slice) {
+void DataConn::startSlice(WaitingSlice slice, PostedBy by) {
     for (;;) {
         const std::vector<uint32_t>& keys = *slice.rkeys;
         if (rail_ < keys.size()) {
             if (post(slice.transfer, slice.is_get, slice.local, slice.remote,
-                     slice.length, keys[rail_]))
+                     slice.length, keys[rail_], by))
                 slice.transfer->addPostedBytes(slice.length);
             return;
         }
@@ -256,7 +265,7 @@ void DataConn::start(WaitingSlice slice) {
 
 bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
                     uint64_t local, uint64_t remote, uint64_t length,
-                    uint32_t key) {
+                    uint32_t key, PostedBy by) {
     Pending pending;
     pending.transfer = transfer;
     pending.is_get = is_get;
@@ -273,7 +282,7 @@ bool DataConn::post(const std::shared_ptr<Transfer>& transfer, bool is_get,
         transfer->addSlices(1);  // the sender's "done with the payload"
         queued.put_transfer = transfer;
     }
-    if (enqueue(std::move(pending), std::move(queued))) return true;
+    if (enqueue(std::move(pending), std::move(queued), by)) return true;
     transfer->sliceDone(MPCOMM_ERR_CONNECTION_LOST);
     if (!is_get) transfer->sliceDone(MPCOMM_ERR_CONNECTION_LOST);
     return false;
@@ -365,7 +374,7 @@ int DataConn::handleResponse(const FrameHeader& header) {
     // connection is about to end (which fails the waiting slices).
     WaitingSlice next;
     if (connection_error == MPCOMM_SUCCESS && link_->takeNext(index_, &next))
-        start(std::move(next));
+        startSlice(std::move(next), PostedBy::kReader);
     return connection_error;
 }
 

@@ -64,7 +64,9 @@ class DataConn {
     // key of this connection's target rail; its bytes count as posted once
     // it is queued. Either way the slice is completed exactly once. When
     // it completes, the slot goes to the next waiting slice, if any.
-    void start(WaitingSlice slice);
+    void start(WaitingSlice slice) {
+        startSlice(std::move(slice), PostedBy::kApplication);
+    }
 
     // Shuts the socket down and joins both threads; the reader fails
     // whatever is still queued or in flight. Idempotent.
@@ -79,10 +81,17 @@ class DataConn {
         uint64_t received = 0;
     };
 
+    // Which thread posts a request, which decides how much of it may go
+    // out on that thread (see enqueue()): the application's, through
+    // start(), or the reader, handing a freed slot to a waiting slice.
+    enum class PostedBy { kApplication, kReader };
+
     DataConn(int fd, const DataConnParams& params);
+    void startSlice(WaitingSlice slice, PostedBy by);
     // True when the request was queued; otherwise the slice is completed.
     bool post(const std::shared_ptr<Transfer>& transfer, bool is_get,
-              uint64_t local, uint64_t remote, uint64_t length, uint32_t key);
+              uint64_t local, uint64_t remote, uint64_t length, uint32_t key,
+              PostedBy by);
     // A queued request. A put's payload is read from user memory by the
     // sender thread, so a put slice carries a second completion event,
     // "the sender is done with the payload", fired by whoever takes the
@@ -96,13 +105,18 @@ class DataConn {
         uint64_t sent = 0;   // bytes of header + payload already sent
         std::shared_ptr<Transfer> put_transfer;  // null for gets
     };
-    // Requests whose payload is at most this go out from the posting
-    // thread when the socket is idle (GETs always: they carry none).
+    // Requests whose payload is at most this go out from the application's
+    // posting thread when the socket is idle (GETs always: they carry
+    // none); larger ones would hold the application in a copy. The reader
+    // sends a request of any size that way: its time is the transport's,
+    // and handing each PUT of a busy connection to the sender cost a
+    // wake-up per slice, which left both CPUs idle between slices (256 KiB
+    // writes moved 1.1-1.3x more with it; docs/performance.md).
     static constexpr uint64_t kInlinePayloadBytes = 64 * 1024;
 
     // Registers the slice and queues its request, or sends it at once (see
     // kInlinePayloadBytes); false when the connection is already dead.
-    bool enqueue(Pending pending, Queued queued);
+    bool enqueue(Pending pending, Queued queued, PostedBy by);
     // Sends what the socket takes without waiting and hands the rest of the
     // request to the sender; completes the put's "done with the payload"
     // once the request is out, and fails the slice if the send fails.

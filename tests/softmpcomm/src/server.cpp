@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -150,7 +151,10 @@ void Server::acceptLoop() {
             conn->fd = fd;
             Conn* raw = conn.get();
             try {
-                raw->thread = std::thread([this, raw] { serve(raw); });
+                raw->thread = std::thread([this, raw] {
+                    pthread_setname_np(pthread_self(), "smpc-serve");
+                    serve(raw);
+                });
                 conns_.push_back(std::move(conn));
                 started = true;
             } catch (const std::system_error&) {

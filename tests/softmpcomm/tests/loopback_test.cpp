@@ -144,6 +144,28 @@ TEST_P(SlicedLoopback, PeerShutdownFailsWaitingSlicesToo) {
                           "shutdown that its 32 slices queued behind";
 }
 
+TEST_P(SlicedLoopback, PeerShutdownFailsWaitingPutSlicesToo) {
+    connectAndQuery();
+    // As above with writes: the readers hand freed slots to waiting PUT
+    // slices and send them themselves, so the target's end meets some of
+    // those sends half done.
+    std::vector<TransferHandle> handles;
+    for (int i = 0; i < 8; ++i)
+        handles.push_back(
+            initiator_->putAsync(src(), "target", remote(), kWindow));
+    target_->shutdown();
+    int lost = 0;
+    for (TransferHandle h : handles) {
+        int code = finish(*initiator_, h).error_code;
+        EXPECT_TRUE(code == MPCOMM_SUCCESS ||
+                    code == MPCOMM_ERR_CONNECTION_LOST)
+            << code;
+        lost += code == MPCOMM_ERR_CONNECTION_LOST;
+    }
+    EXPECT_GT(lost, 0) << "the last write cannot have finished before the "
+                          "shutdown that its 32 slices queued behind";
+}
+
 TEST_P(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
     connectAndQuery();
     EXPECT_EQ(info_.host_id, "target");
