@@ -114,6 +114,8 @@ class SlicedLoopback : public Loopback,
     ScopedEnv qps_{"MPCOMM_QPS_PER_CONNECTION", "2"};
     ScopedEnv filter_{"MPCOMM_NIC_FILTER", nullptr};
     ScopedEnv slots_{"MPCOMM_MAX_OUTSTANDING_PER_QP", GetParam()};
+
+    void expectShutdownFailsWaitingSlices(bool put);
 };
 
 INSTANTIATE_TEST_SUITE_P(Slots, SlicedLoopback, ::testing::Values(nullptr, "1"),
@@ -123,14 +125,19 @@ INSTANTIATE_TEST_SUITE_P(Slots, SlicedLoopback, ::testing::Values(nullptr, "1"),
                                     "SlotPerQp";
                          });
 
-TEST_P(SlicedLoopback, PeerShutdownFailsWaitingSlicesToo) {
+// Eight transfers of 32 slices each, at most 8 slices on connections and
+// the rest waiting when the target goes; the last transfer cannot have
+// finished before the shutdown that its slices queued behind. For writes
+// the readers hand freed slots to waiting PUT slices and send them
+// themselves, so the target's end also meets some of those sends half
+// done.
+void SlicedLoopback::expectShutdownFailsWaitingSlices(bool put) {
     connectAndQuery();
-    // 8 x 32 slices, at most 8 on connections, the rest waiting when the
-    // target goes.
     std::vector<TransferHandle> handles;
     for (int i = 0; i < 8; ++i)
         handles.push_back(
-            initiator_->getAsync(dst(), "target", remote(), kWindow));
+            put ? initiator_->putAsync(src(), "target", remote(), kWindow)
+                : initiator_->getAsync(dst(), "target", remote(), kWindow));
     target_->shutdown();
     int lost = 0;
     for (TransferHandle h : handles) {
@@ -140,30 +147,15 @@ TEST_P(SlicedLoopback, PeerShutdownFailsWaitingSlicesToo) {
             << code;
         lost += code == MPCOMM_ERR_CONNECTION_LOST;
     }
-    EXPECT_GT(lost, 0) << "the last read cannot have finished before the "
-                          "shutdown that its 32 slices queued behind";
+    EXPECT_GT(lost, 0) << (put ? "writes" : "reads");
+}
+
+TEST_P(SlicedLoopback, PeerShutdownFailsWaitingSlicesToo) {
+    expectShutdownFailsWaitingSlices(false);
 }
 
 TEST_P(SlicedLoopback, PeerShutdownFailsWaitingPutSlicesToo) {
-    connectAndQuery();
-    // As above with writes: the readers hand freed slots to waiting PUT
-    // slices and send them themselves, so the target's end meets some of
-    // those sends half done.
-    std::vector<TransferHandle> handles;
-    for (int i = 0; i < 8; ++i)
-        handles.push_back(
-            initiator_->putAsync(src(), "target", remote(), kWindow));
-    target_->shutdown();
-    int lost = 0;
-    for (TransferHandle h : handles) {
-        int code = finish(*initiator_, h).error_code;
-        EXPECT_TRUE(code == MPCOMM_SUCCESS ||
-                    code == MPCOMM_ERR_CONNECTION_LOST)
-            << code;
-        lost += code == MPCOMM_ERR_CONNECTION_LOST;
-    }
-    EXPECT_GT(lost, 0) << "the last write cannot have finished before the "
-                          "shutdown that its 32 slices queued behind";
+    expectShutdownFailsWaitingSlices(true);
 }
 
 TEST_P(SlicedLoopback, QueryReportsThePublishedBufferWithOneKeyPerRail) {
