@@ -7,8 +7,9 @@ usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
 
 Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>[_s<block>].json
 (tebench --json_out; full mode runs each block size apart), memcpy.txt
-(tent_memcpy_bw), loopback_rr.txt (scripts/loopback_rr.py), iperf3_P<n>.json (iperf3 -J),
-ucx_<test>_<size>.txt (ucx_perftest) or ucx_skipped.txt, overhead.json
+(tent_memcpy_bw), loopback_rr.txt (scripts/loopback_rr.py),
+iperf3_P<n>.json (iperf3 -J), ucx_<test>_<size>.txt (ucx_perftest) or
+ucx_skipped.txt, overhead.json
 (Google Benchmark). Writes --out/results.json, --out/table.txt,
 --out/gbps_vs_block.png (through gnuplot) and the data it plots.
 """
