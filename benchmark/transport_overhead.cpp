@@ -49,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "overhead_support.h"
 #include "tent/common/config.h"
 #include "tent/runtime/control_plane.h"
 #include "tent/runtime/segment_manager.h"
@@ -128,31 +129,6 @@ class InstantMpcommAdapter final : public MpcommAdapter {
     std::array<std::atomic<size_t>, kSlots> lengths_{};
 };
 
-// Answers a descriptor request with another in-process SegmentManager's
-// published snapshot, as the p2p metadata RPC would with a real peer.
-class InProcessFetcher : public SegmentFetcher {
- public:
-    void add(const std::string& name, std::shared_ptr<SegmentManager> sm) {
-        std::lock_guard<std::mutex> lock(mu_);
-        peers_[name] = sm;
-    }
-    Status fetch(const std::string& name, SegmentDesc& out) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = peers_.find(name);
-        std::shared_ptr<SegmentManager> peer =
-            it == peers_.end() ? nullptr : it->second.lock();
-        if (!peer) return Status::MetadataError("no segment named " + name);
-        out = *peer->getLocal();
-        return Status::OK();
-    }
-
- private:
-    std::mutex mu_;
-    // Weak: every manager holds this fetcher, so strong references back
-    // would form a cycle.
-    std::map<std::string, std::weak_ptr<SegmentManager>> peers_;
-};
-
 constexpr uint64_t kBlock = 64 << 10;
 // Where the fake peer buffers of BM_TransportWrite start; never
 // dereferenced, the adapter does not move bytes.
@@ -178,14 +154,6 @@ std::vector<std::vector<Request>> batchesOf(
         }
     }
     return out;
-}
-
-// Counts per-request CPU time: iteration time divided by the batch size.
-void reportPerRequest(benchmark::State& state, int batch) {
-    state.SetItemsProcessed(state.iterations() * batch);
-    state.counters["per_request"] = benchmark::Counter(
-        batch, benchmark::Counter::kIsIterationInvariantRate |
-                   benchmark::Counter::kInvert);
 }
 
 // An installed MpcommTransport over InstantMpcommAdapter, with `peers`
@@ -266,26 +234,7 @@ struct World {
 
     // One batch through the Transport API; "" on success.
     std::string runBatch(const std::vector<Request>& requests) {
-        Transport::SubBatchRef batch = nullptr;
-        Status s = transport->allocateSubBatch(batch, requests.size());
-        if (s.ok()) s = transport->submitTransferTasks(batch, requests);
-        TransferStatus status;
-        status.s = COMPLETED;
-        for (size_t t = 0;
-             s.ok() && status.s == COMPLETED && t < requests.size(); ++t) {
-            status.s = PENDING;
-            while (s.ok() && status.s == PENDING) {
-                s = transport->getTransferStatus(batch, static_cast<int>(t),
-                                                 status);
-            }
-        }
-        if (batch != nullptr) transport->freeSubBatch(batch);
-        if (!s.ok()) return s.ToString();
-        if (status.s != COMPLETED) {
-            return std::string("transfer ended ") +
-                   transferStatusName(status.s);
-        }
-        return "";
+        return runTransportBatch(*transport, requests);
     }
 
     std::string error;
@@ -560,18 +509,8 @@ BENCHMARK(BM_AdapterDirect)
 }  // namespace mooncake::tent::bench
 
 int main(int argc, char** argv) {
-    // The transport logs every install and connection at INFO; the
-    // benchmark's own table is what matters, so only warnings show unless
-    // --minloglevel says otherwise.
-    FLAGS_logtostderr = true;
-    FLAGS_minloglevel = google::GLOG_WARNING;
-    benchmark::Initialize(&argc, argv);
-    gflags::ParseCommandLineFlags(&argc, &argv, true);
-    google::InitGoogleLogging(argv[0]);
-    benchmark::RunSpecifiedBenchmarks();
-    // Uninstalls the transports while glog and the runtime are still up.
-    mooncake::tent::bench::worlds().clear();
-    mooncake::tent::bench::engineWorld().reset();
-    benchmark::Shutdown();
-    return 0;
+    return mooncake::tent::bench::runBenchmarks(argc, argv, [] {
+        mooncake::tent::bench::worlds().clear();
+        mooncake::tent::bench::engineWorld().reset();
+    });
 }

@@ -3,8 +3,9 @@
 #
 #   scripts/bench.sh [--quick]
 #
-# Builds what it needs (softmpcomm, tebench, tent_memcpy_bw and
-# tent_transport_overhead in the USE_MPCOMM=ON tree), then measures
+# Builds what it needs (softmpcomm, tebench, tent_memcpy_bw,
+# tent_transport_overhead and tent_provider_overhead in the USE_MPCOMM=ON
+# tree), then measures
 #   - tebench over mpcomm (softmpcomm) and over tcp, read and write,
 #     blocks 64 KiB..64 MiB, batch 1..16, threads 1..2, the two transports
 #     back to back at each block size (--quick: batch 1 and 16 only,
@@ -17,6 +18,8 @@
 #   - a plain loopback TCP request/response of each block size
 #     (scripts/loopback_rr.py: the host's own per-size shape, no TENT);
 #   - tent_transport_overhead (ns per request through MpcommTransport);
+#   - tent_provider_overhead (us per request over softmpcomm, through the
+#     transport and with the provider's calls made directly);
 # and prints one side-by-side table (each of ours also as a ratio to iperf3
 # and to memcpy), writes bench/results.json and plots GB/s against block
 # size into bench/gbps_vs_block.png. Raw outputs stay in bench/raw/.
@@ -55,6 +58,7 @@ if [ $QUICK -eq 1 ]; then
   UCX_BYTES=$((64 << 20))
   OVERHEAD_MIN_TIME=0.05
   OVERHEAD_REPETITIONS=3
+  PROVIDER_REPETITIONS=3
 else
   MODE=full
   DURATION="${DURATION:-1}"
@@ -66,6 +70,10 @@ else
   UCX_BYTES=$((512 << 20))
   OVERHEAD_MIN_TIME=0.2
   OVERHEAD_REPETITIONS=5
+  # Its batch-16 repetitions spread widely (0.6-1.6x on a 2-vCPU host,
+  # where the provider's threads and the poller share the cores), so its
+  # medians take ten.
+  PROVIDER_REPETITIONS=10
 fi
 MAX_THREADS=2
 
@@ -94,7 +102,7 @@ if ! command -v ucx_perftest >/dev/null; then
   fi
 fi
 build_softmpcomm
-build_on tebench tent_memcpy_bw tent_transport_overhead
+build_on tebench tent_memcpy_bw tent_transport_overhead tent_provider_overhead
 BIN="$BUILD_ON/benchmark"
 SECONDS=0
 # From here on each step says when it started, so that a slow one shows.
@@ -227,6 +235,14 @@ step "tent_transport_overhead (ns per request over an instant adapter)"
   --benchmark_repetitions=$OVERHEAD_REPETITIONS \
   --benchmark_enable_random_interleaving=true \
   --benchmark_out="$RAW/overhead.json" --benchmark_out_format=json
+
+step "tent_provider_overhead (us per request over softmpcomm)"
+# Each iteration pairs the two ways, so the ratio needs no interleaving;
+# the cases are interleaved anyway, as above.
+"$BIN/tent_provider_overhead" --benchmark_min_time=$OVERHEAD_MIN_TIME \
+  --benchmark_repetitions=$PROVIDER_REPETITIONS \
+  --benchmark_enable_random_interleaving=true \
+  --benchmark_out="$RAW/provider_overhead.json" --benchmark_out_format=json
 
 # --- report -----------------------------------------------------------------
 step "report ($MODE mode, measurements took ${SECONDS} s)"

@@ -9,8 +9,8 @@ Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>[_s<block>].json
 (tebench --json_out; full mode runs each block size apart), memcpy.txt
 (tent_memcpy_bw), loopback_rr.txt (scripts/loopback_rr.py),
 iperf3_P<n>.json (iperf3 -J), ucx_<test>_<size>.txt (ucx_perftest) or
-ucx_skipped.txt, overhead.json
-(Google Benchmark). Writes --out/results.json, --out/table.txt,
+ucx_skipped.txt, overhead.json and provider_overhead.json (Google
+Benchmark). Writes --out/results.json, --out/table.txt,
 --out/gbps_vs_block.png (through gnuplot) and the data it plots.
 """
 import argparse
@@ -133,6 +133,27 @@ def load_overhead(raw):
                     "batch": int(args.get("batch", 1)),
                     "ns_per_request": ns})
     return out
+
+
+def load_provider(raw):
+    """tent_provider_overhead's cases: the medians over the repetitions of
+    the direct and transport wall ns per request and of their ratio (each
+    repetition pairs the two; the ratio's median is not the ratio of the
+    medians)."""
+    with open(os.path.join(raw, "provider_overhead.json")) as f:
+        report = json.load(f)
+    out = []
+    for b in report["benchmarks"]:
+        if b.get("error_occurred") or b.get("aggregate_name") != "median":
+            continue
+        args = dict(re.findall(r"(\w+):(\d+)", b["run_name"]))
+        out.append({"op": "read" if args.get("op") == "1" else "write",
+                    "bytes": int(args["bytes"]), "batch": int(args["batch"]),
+                    "direct_ns": b["direct_ns"],
+                    "transport_ns": b["transport_ns"],
+                    "transport_over_direct": b["transport_over_direct"]})
+    return sorted(out, key=lambda o: (o["op"] == "read", o["bytes"],
+                                      o["batch"]))
 
 
 def ratio(value, ref):
@@ -277,7 +298,7 @@ def overhead_goals(overhead):
     return out
 
 
-def goal_lines(bw, ovh):
+def goal_lines(bw, ovh, provider):
     lines = ["Against issue 9's goals (256 KiB..64 MiB; per row, and each "
              "block size's best row):"]
     for g in bw:
@@ -309,6 +330,11 @@ def goal_lines(bw, ovh):
              fmt(o["peers_64_over_1_one_target"], 4),
              fmt(o["transport_over_adapter"], 5),
              fmt(o["engine_over_transport"], 4)))
+    if provider:
+        lines.append("  over softmpcomm, transport/direct: " + ", ".join(
+            "%s %s b%d %s" % (p["op"], size(p["bytes"]), p["batch"],
+                              fmt(p["transport_over_direct"], 4))
+            for p in provider))
     return lines
 
 
@@ -378,6 +404,7 @@ def main():
     rr = load_loopback_rr(args.raw)
     ucx, ucx_note = load_ucx(args.raw)
     overhead = load_overhead(args.raw)
+    provider = load_provider(args.raw)
 
     lines = build(rows, memcpy, iperf3, ucx, rr)
     lines.append("")
@@ -397,10 +424,18 @@ def main():
         lines.append("  %-20s buffers=%-5s peers=%-3s batch=%-3d %12.1f" % (
             o["name"], o["buffers"] or "-", o["peers"] or "-", o["batch"],
             o["ns_per_request"]))
+    lines.append("tent_provider_overhead (wall us per request over "
+                 "softmpcomm, medians of paired repetitions):")
+    for p in provider:
+        lines.append("  %-5s %-4s batch=%-3d direct %8.2f transport %8.2f "
+                     "ratio %.3f" % (p["op"], size(p["bytes"]), p["batch"],
+                                     p["direct_ns"] / 1e3,
+                                     p["transport_ns"] / 1e3,
+                                     p["transport_over_direct"]))
     bw_goals = bandwidth_goals(rows, iperf3, rr)
     ovh_goals = overhead_goals(overhead)
     lines.append("")
-    lines += goal_lines(bw_goals, ovh_goals)
+    lines += goal_lines(bw_goals, ovh_goals, provider)
     png = plot(args.out, rows, memcpy, iperf3, ucx, rr)
     lines.append("")
     lines.append("plot: %s" % png)
@@ -429,6 +464,7 @@ def main():
                 for (t, s), g in sorted(ucx.items())],
         "ucx_note": ucx_note,
         "transport_overhead": overhead,
+        "provider_overhead": provider,
         "goals": {"bandwidth": bw_goals, "overhead": ovh_goals},
         "plot": png,
     }
