@@ -32,7 +32,8 @@ constexpr uint64_t kMinStripeSize = 1ull << 20;
 // parallel; a TCP connection serves its slices strictly one after another,
 // so softmpcomm defaults to 2: one being moved and the next request
 // already at the target, and the rest free to go to whichever connection
-// gets there first.
+// gets there first. A PUT that fits the send buffer (below) takes a second
+// slot only while the PUTs on the connection still fit it (peer_link.h).
 constexpr uint32_t kDefaultMaxOutstandingPerQp = 2;
 constexpr uint32_t kMaxMaxOutstandingPerQp = 65536;
 constexpr uint64_t kDefaultMaxTransferSize = 1ull << 30;  // 1 GiB
@@ -68,7 +69,9 @@ constexpr int kMaxMaxConnections = 65536;
 // reader; on loopback they have left the cache by the time the reader
 // copies them out, which halved what softmpcomm moved at 1 MiB and above.
 // 512 KiB (which the kernel doubles) keeps what is in flight on one
-// connection within what the reader is about to take.
+// connection within what the reader is about to take. It is also the put
+// budget of a connection: the PUT payloads a connection carries at once
+// when it carries more than one slice (peer_link.h).
 constexpr uint64_t kDefaultSendBufferBytes = 512 * 1024;
 constexpr uint64_t kMinSendBufferBytes = 64 * 1024;
 constexpr uint64_t kMaxSendBufferBytes = 1ull << 30;

@@ -257,9 +257,10 @@ void DataConn::startSlice(WaitingSlice slice, PostedBy by) {
             return;
         }
         // The target published no key for this rail: the slice fails here
-        // and its slot goes on.
+        // and its room goes on.
         slice.transfer->sliceDone(MPCOMM_ERR_REMOTE_ACCESS);
-        if (!link_->takeNext(index_, &slice)) return;
+        if (!link_->takeNext(index_, slice.is_get, slice.length, &slice))
+            return;
     }
 }
 
@@ -370,10 +371,11 @@ int DataConn::handleResponse(const FrameHeader& header) {
         connection_error = MPCOMM_ERR_PROTOCOL;
     }
     done.transfer->sliceDone(status);
-    // The slot goes to the oldest slice waiting for one, unless this
+    // The room goes to the oldest slice waiting for it, unless this
     // connection is about to end (which fails the waiting slices).
     WaitingSlice next;
-    if (connection_error == MPCOMM_SUCCESS && link_->takeNext(index_, &next))
+    if (connection_error == MPCOMM_SUCCESS &&
+        link_->takeNext(index_, done.is_get, done.length, &next))
         startSlice(std::move(next), PostedBy::kReader);
     return connection_error;
 }

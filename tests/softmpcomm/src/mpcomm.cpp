@@ -328,7 +328,8 @@ int MPComm::connect(const std::string& host_id, const std::string& addr,
     size_t rails = config.rails.size();
     size_t total = rails * static_cast<size_t>(config.qps_per_connection);
     peer->link = std::make_shared<detail::PeerLink>(
-        total, static_cast<uint32_t>(config.max_outstanding_per_qp));
+        total, static_cast<uint32_t>(config.max_outstanding_per_qp),
+        config.send_buffer_bytes);
     for (size_t c = 0; c < total; ++c) {
         // Connection c leaves on local rail c % rails and lands on the
         // target rail of the same index, wrapping when the target has fewer

@@ -1,32 +1,49 @@
 #include "peer_link.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace mpcomm {
 namespace detail {
 
-PeerLink::PeerLink(size_t connections, uint32_t slots)
-    : slots_(slots), busy_(connections, 0) {}
+PeerLink::PeerLink(size_t connections, uint32_t slots, uint64_t put_budget)
+    : slots_(slots), put_budget_(put_budget), load_(connections) {}
+
+bool PeerLink::fits(const Load& load, const WaitingSlice& slice) const {
+    if (load.slices >= slots_) return false;
+    // A PUT larger than the budget never goes out whole, whatever the
+    // connection carries, so only the slot count bounds it.
+    if (load.slices == 0 || slice.is_get || put_budget_ == 0 ||
+        slice.length > put_budget_)
+        return true;
+    return load.put_bytes + slice.length <= put_budget_;
+}
+
+void PeerLink::take(Load& load, const WaitingSlice& slice) {
+    ++load.slices;
+    if (!slice.is_get) load.put_bytes += slice.length;
+}
 
 int PeerLink::place(WaitingSlice* slice) {
     int reason;
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (!failed_.load(std::memory_order_relaxed)) {
-            // Waiting slices go first; otherwise the least busy connection,
-            // the search starting one further each time so that an idle
-            // peer's slices still spread over every connection.
-            if (waiting_.empty() && !busy_.empty()) {
-                size_t best = busy_.size();
-                for (size_t k = 0; k < busy_.size(); ++k) {
-                    size_t i = (next_ + k) % busy_.size();
-                    if (busy_[i] < slots_ &&
-                        (best == busy_.size() || busy_[i] < busy_[best]))
+            // Waiting slices go first; otherwise the least busy connection
+            // with room, the search starting one further each time so that
+            // an idle peer's slices still spread over every connection.
+            if (waiting_.empty() && !load_.empty()) {
+                const size_t n = load_.size();
+                size_t best = n;
+                for (size_t k = 0; k < n; ++k) {
+                    size_t i = (next_ + k) % n;
+                    if (fits(load_[i], *slice) &&
+                        (best == n || load_[i].slices < load_[best].slices))
                         best = i;
                 }
-                if (best != busy_.size()) {
-                    next_ = (best + 1) % busy_.size();
-                    ++busy_[best];
+                if (best != n) {
+                    next_ = (best + 1) % n;
+                    take(load_[best], *slice);
                     return static_cast<int>(best);
                 }
             }
@@ -40,15 +57,21 @@ int PeerLink::place(WaitingSlice* slice) {
     return -1;
 }
 
-bool PeerLink::takeNext(size_t index, WaitingSlice* next) {
+bool PeerLink::takeNext(size_t index, bool finished_get,
+                        uint64_t finished_length, WaitingSlice* next) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!waiting_.empty() && !failed_.load(std::memory_order_relaxed)) {
-        *next = std::move(waiting_.front());
-        waiting_.pop_front();
-        return true;
-    }
-    if (index < busy_.size() && busy_[index] > 0) --busy_[index];
-    return false;
+    if (index >= load_.size()) return false;
+    Load& load = load_[index];
+    if (load.slices > 0) --load.slices;
+    if (!finished_get)
+        load.put_bytes -= std::min(load.put_bytes, finished_length);
+    if (waiting_.empty() || failed_.load(std::memory_order_relaxed) ||
+        !fits(load, waiting_.front()))
+        return false;
+    *next = std::move(waiting_.front());
+    waiting_.pop_front();
+    take(load, *next);
+    return true;
 }
 
 void PeerLink::fail(int reason) {

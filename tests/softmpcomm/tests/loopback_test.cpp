@@ -118,12 +118,13 @@ class SlicedLoopback : public Loopback,
     void expectShutdownFailsWaitingSlices(bool put);
 };
 
+// Names the instances of the suites run with both slot settings.
+std::string slotsName(const ::testing::TestParamInfo<const char*>& info) {
+    return std::string(info.param ? "One" : "Default") + "SlotPerQp";
+}
+
 INSTANTIATE_TEST_SUITE_P(Slots, SlicedLoopback, ::testing::Values(nullptr, "1"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                             return std::string(info.param ? "One"
-                                                           : "Default") +
-                                    "SlotPerQp";
-                         });
+                         slotsName);
 
 // Eight transfers of 32 slices each, at most 8 slices on connections and
 // the rest waiting when the target goes; the last transfer cannot have
@@ -204,6 +205,37 @@ TEST_P(SlicedLoopback, ConcurrentThreadsEachMoveTheirOwnRange) {
         EXPECT_EQ(get_codes[t], MPCOMM_SUCCESS) << t;
     }
     EXPECT_EQ(std::memcmp(sink_.data(), source_.data(), kWindow), 0);
+    EXPECT_TRUE(guardsIntact());
+}
+
+// A send buffer the size of one slice: with the put budget that follows
+// from it (peer_link.h) each connection carries one PUT slice at a time,
+// whatever its slots, and the others wait for room until the readers start
+// them.
+class BudgetedLoopback : public SlicedLoopback {
+ protected:
+    ScopedEnv send_buffer_{"SOFTMPCOMM_SEND_BUFFER_BYTES", "262144"};
+};
+
+INSTANTIATE_TEST_SUITE_P(Slots, BudgetedLoopback,
+                         ::testing::Values(nullptr, "1"), slotsName);
+
+TEST_P(BudgetedLoopback, PutsWaitingForTheBudgetArriveByteExact) {
+    connectAndQuery();
+    // Eight 1 MiB PUTs of four slices each, posted at once: four slices on
+    // connections, 28 waiting.
+    constexpr int kTransfers = 8;
+    const size_t part = kWindow / kTransfers;
+    std::vector<TransferHandle> handles;
+    for (int i = 0; i < kTransfers; ++i)
+        handles.push_back(initiator_->putAsync(src(i * part), "target",
+                                               remote(i * part), part));
+    for (TransferHandle h : handles) {
+        TransferResult done = finish(*initiator_, h);
+        EXPECT_EQ(done.error_code, MPCOMM_SUCCESS);
+        EXPECT_EQ(done.bytes_transferred, part);
+    }
+    EXPECT_EQ(std::memcmp(window(), source_.data(), kWindow), 0);
     EXPECT_TRUE(guardsIntact());
 }
 
