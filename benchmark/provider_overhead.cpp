@@ -25,12 +25,9 @@
 // work happens on its own threads. Pairing the two in every iteration
 // keeps this host's slow and fast phases out of their ratio. Counters:
 // direct_ns and transport_ns per request, and transport_over_direct.
-#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/socket_io.h"
 #include "overhead_support.h"
 #include "tent/common/config.h"
 #include "tent/runtime/control_plane.h"
@@ -58,21 +56,13 @@ constexpr size_t kArea = kMaxBytes * kMaxBatch;
 // Attempts at finding a free listener port (see freeLoopbackPort()).
 constexpr int kPortAttempts = 5;
 
-// A port no socket holds now: the kernel picks one for a bind to port 0.
-// Another process could take it before the provider binds it, so callers
-// retry a failed init with a fresh one.
+// A port no socket holds now: the kernel's pick for a listener on port 0
+// (net::listenOn), closed again. Another process could take it before
+// the provider binds it, so callers retry a failed init with a fresh one.
 int freeLoopbackPort() {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-        port = ntohs(addr.sin_port);
-    }
+    int fd = -1;
+    uint16_t port = 0;
+    if (!net::listenOn(0, fd, port).ok()) return 0;
     ::close(fd);
     return port;
 }

@@ -4,34 +4,24 @@
 // (mpcomm/mpcomm_fault_cases.h). The peer is a second provider instance in
 // this process, so every transfer crosses the provider's real handshake and
 // data connections and lands in real memory.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "mpcomm/mpcomm_fault_cases.h"
+#include "net/socket_io.h"
 
 namespace mooncake::tent {
 namespace {
 
 using testing::MpcommFaultFixture;
 
-// A port nothing listens on now: the kernel's pick for a socket bound to
-// port 0, released before returning. Another process could take it in
-// between; the window is a few instructions.
+// A port nothing listens on now: the kernel's pick for a listener on port
+// 0 (net::listenOn), closed before returning. Another process could take
+// it in between; the window is a few instructions.
 int freeTcpPort() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return 0;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    socklen_t len = sizeof(addr);
-    int port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-        port = ntohs(addr.sin_port);
-    }
+    int fd = -1;
+    uint16_t port = 0;
+    if (!net::listenOn(0, fd, port).ok()) return 0;
     close(fd);
     return port;
 }
