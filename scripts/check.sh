@@ -68,11 +68,12 @@ SAN_PREFIX="$ROOT/.prefix/softmpcomm-$SAN"
 # The suites CHECK_SCOPE=ci builds and runs in the ON configuration.
 CI_TARGETS=(tent_net_test tent_p2p_metadata_test tent_rpc_hostile_test
             tent_tcp_transport_test tent_tcp_target_test tent_tcp_hostile_test
+            tent_tcp_slice_test
             tent_engine_memory_test tent_engine_batch_test
             tent_transport_conformance_test
             tent_mpcomm_boundary_test tent_mpcomm_transport_test
             tent_mpcomm_fault_test tebench)
-CI_TESTS='^(tent_net_test|tent_p2p_metadata_test|tent_rpc_hostile_test|tent_tcp_transport_test|tent_tcp_target_test|tent_tcp_hostile_test|tent_engine_memory_test|tent_engine_batch_test|tent_transport_conformance_test|tent_mpcomm_boundary_test|tent_mpcomm_transport_test|tent_mpcomm_fault_test|tent_tebench_test|tent_tebench_mpcomm_test)$'
+CI_TESTS='^(tent_net_test|tent_p2p_metadata_test|tent_rpc_hostile_test|tent_tcp_transport_test|tent_tcp_target_test|tent_tcp_hostile_test|tent_tcp_slice_test|tent_engine_memory_test|tent_engine_batch_test|tent_transport_conformance_test|tent_mpcomm_boundary_test|tent_mpcomm_transport_test|tent_mpcomm_fault_test|tent_tebench_test|tent_tebench_mpcomm_test)$'
 
 configure_tent() {  # <build dir> <cmake args...>
   local dir="$1"

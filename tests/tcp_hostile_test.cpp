@@ -14,6 +14,7 @@
 
 #include "hostile_peer_support.h"
 #include "net/stream_server.h"
+#include "tcp_test_support.h"
 #include "tent/transport/tcp/tcp_transport.h"
 
 namespace mooncake::tent::testing {
@@ -28,32 +29,6 @@ constexpr size_t kTargetBytes = 8 << 20;
 constexpr size_t kPiece = 256 << 10;
 constexpr uint64_t kHostileOffset = 4 << 20;
 constexpr size_t kTrickleBytes = 64;
-
-std::string header(uint32_t magic, uint32_t op, uint64_t addr, uint64_t len) {
-    unsigned char b[24];
-    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
-    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
-    for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
-    for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
-    return std::string(reinterpret_cast<char*>(b), sizeof(b));
-}
-constexpr uint32_t kMagic = 0x54454e54, kRead = 1, kWrite = 2;
-
-// Resolves every name to one segment whose TCP endpoint is `endpoint`.
-class FixedFetcher : public SegmentFetcher {
- public:
-    explicit FixedFetcher(std::string endpoint)
-        : endpoint_(std::move(endpoint)) {}
-    Status fetch(const std::string& name, SegmentDesc& out) override {
-        out = SegmentDesc();
-        out.name = name;
-        out.getMemory().transport_attrs[TCP] = endpoint_;
-        return Status::OK();
-    }
-
- private:
-    std::string endpoint_;
-};
 
 class TcpHostileTest : public ::testing::Test {
  protected:
@@ -181,7 +156,8 @@ TEST_F(TcpHostileTest, OversizedFramesAreClosedWithoutAllocating) {
     // Above the 16 MiB frame cap: malformed, closed at once.
     for (uint64_t len : {(16ull << 20) + 1, 1ull << 40, ~0ull}) {
         int fd = rawConnect(port());
-        ASSERT_TRUE(rawSend(fd, header(kMagic, kWrite, hostileAddr(), len)));
+        ASSERT_TRUE(
+            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, hostileAddr(), len)));
         fds.push_back(fd);
     }
     // Within the cap but past the registered buffer's end, or not
@@ -189,7 +165,8 @@ TEST_F(TcpHostileTest, OversizedFramesAreClosedWithoutAllocating) {
     // payload never comes, so the frame deadline ends them.
     for (uint64_t addr : {hostileAddr(), uint64_t{0x1000}}) {
         int fd = rawConnect(port());
-        ASSERT_TRUE(rawSend(fd, header(kMagic, kWrite, addr, 16ull << 20)));
+        ASSERT_TRUE(
+            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, addr, 16ull << 20)));
         fds.push_back(fd);
     }
     ASSERT_TRUE(client_->waitForMore(3));
@@ -205,9 +182,10 @@ TEST_F(TcpHostileTest, TruncatedFramesAreDropped) {
     for (int i = 0; i < 16; ++i) {
         int fd = rawConnect(port());
         std::string frame =
-            i % 2 ? header(kMagic, kWrite, hostileAddr(), 1 << 20) +
+            i % 2 ? tcpHeader(kTcpMagic, kTcpWrite, hostileAddr(), 1 << 20) +
                         std::string(1000, '\0')
-                  : header(kMagic, kRead, hostileAddr(), 64).substr(0, 13);
+                  : tcpHeader(kTcpMagic, kTcpRead, hostileAddr(), 64)
+                        .substr(0, 13);
         ASSERT_TRUE(rawSend(fd, frame));
         ::shutdown(fd, SHUT_WR);
         bool closed = false;
@@ -236,9 +214,9 @@ TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
     int fd = rawConnect(port());
     // Taken before the first byte: the server's frame clock starts after.
     auto started = net::Clock::now();
-    ASSERT_TRUE(
-        rawSend(fd, header(kMagic, kWrite, base_ + kTargetBytes - kTrickleBytes,
-                           kTrickleBytes)));
+    ASSERT_TRUE(rawSend(
+        fd, tcpHeader(kTcpMagic, kTcpWrite,
+                      base_ + kTargetBytes - kTrickleBytes, kTrickleBytes)));
     // 64 payload bytes at one per 50 ms would take 3.2 s; the deadline
     // for the whole request is 300 ms.
     Trickler trickler(fd, std::string(kTrickleBytes, 't'),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "net/socket_io.h"
+#include "tcp_test_support.h"
 #include "tent/transport/tcp/tcp_transport.h"
 
 namespace mooncake::tent {
@@ -43,12 +44,7 @@ class TcpTargetTest : public ::testing::Test {
         // request within these tests.
         conf->set("transports/tcp/frame_timeout_ms", 600000);
         conf->set("transports/tcp/unregister_wait_ms", unregister_wait_ms);
-        std::string name = manager_->getLocal()->name;
-        ASSERT_TRUE(transport_
-                        .install(name,
-                                 std::make_shared<ControlService>(manager_),
-                                 std::make_shared<Topology>(), conf)
-                        .ok());
+        ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());
     }
 
     BufferDesc registerBuffer(std::vector<char>& mem) {

@@ -23,6 +23,7 @@
 
 #include "log_capture.h"
 #include "net/stream_server.h"
+#include "tcp_test_support.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent {
@@ -105,6 +106,9 @@ class TcpTransportTest : public ::testing::Test {
         // Long enough that only a dropped connection can explain a quick
         // failure in the kill test.
         conf->set("transports/tcp/timeout_ms", 120000);
+        // Small slices, so the last request of a batch, once the other
+        // workers run out of work, is shared among them.
+        conf->set("transports/tcp/min_slice_bytes", 65536);
         engine_ = std::make_unique<TransferEngine>(conf);
         ASSERT_TRUE(engine_->available());
         ASSERT_TRUE(engine_->openSegment(target_, target_name_).ok());
@@ -283,23 +287,6 @@ TEST_F(TcpTransportTest, KilledTargetFailsPendingTasks) {
 namespace mooncake::tent {
 namespace {
 
-// Resolves every name to a segment whose TCP endpoint is `endpoint`.
-class FixedFetcher : public SegmentFetcher {
- public:
-    explicit FixedFetcher(std::string endpoint)
-        : endpoint_(std::move(endpoint)) {}
-    Status fetch(const std::string& segment_name, SegmentDesc& out) override {
-        out = SegmentDesc();
-        out.name = segment_name;
-        if (!endpoint_.empty())
-            out.getMemory().transport_attrs[TCP] = endpoint_;
-        return Status::OK();
-    }
-
- private:
-    std::string endpoint_;
-};
-
 // A listener that accepts connections and never answers: a hung peer.
 class SilentPeer {
  public:
@@ -353,14 +340,7 @@ std::string readUpTo(int fd, size_t want) {
     return out;
 }
 
-std::string frame(uint32_t magic, uint32_t op, uint64_t addr, uint64_t len) {
-    unsigned char b[24];
-    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
-    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
-    for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
-    for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
-    return std::string(reinterpret_cast<char*>(b), sizeof(b));
-}
+using testing::FixedFetcher;
 
 class TcpTransportUnitTest : public ::testing::Test {
  protected:
@@ -369,37 +349,19 @@ class TcpTransportUnitTest : public ::testing::Test {
             "127.0.0.1:1", std::make_shared<FixedFetcher>(peer_endpoint));
         auto conf = std::make_shared<Config>();
         conf->set("transports/tcp/timeout_ms", timeout_ms);
-        std::string name = manager_->getLocal()->name;
-        ASSERT_TRUE(transport_
-                        .install(name,
-                                 std::make_shared<ControlService>(manager_),
-                                 std::make_shared<Topology>(), conf)
-                        .ok());
+        ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());
         ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
     }
 
     Request toPeer(Request::OpCode op, void* local, uint64_t offset,
                    size_t length) {
-        Request r;
-        r.opcode = op;
-        r.source = local;
-        r.target_id = peer_;
-        r.target_offset = offset;
-        r.length = length;
-        return r;
+        return testing::requestTo(peer_, op, local, offset, length);
     }
 
-    // Polls task `task` until it leaves PENDING; the bound turns a hang into
-    // a failure.
     void waitWhilePending(Transport::SubBatchRef batch, size_t task,
                           TransferStatus& st) {
-        auto deadline =
-            std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        do {
-            ASSERT_TRUE(transport_.getTransferStatus(batch, task, st).ok());
-            std::this_thread::yield();
-        } while (st.s == PENDING &&
-                 std::chrono::steady_clock::now() < deadline);
+        st = testing::waitWhilePending(transport_, batch,
+                                       static_cast<int>(task), 30000);
     }
 
     TcpTransport transport_;
@@ -422,31 +384,22 @@ TEST_F(TcpTransportUnitTest, PublishesEndpointAndCapabilities) {
 }
 
 TEST_F(TcpTransportUnitTest, SendBufferKeyIsCheckedAndNamedWhenBad) {
-    manager_ = std::make_shared<SegmentManager>(
-        "127.0.0.1:1", std::make_shared<FixedFetcher>(""));
-    std::string name = manager_->getLocal()->name;
     EXPECT_EQ(TcpTransport::Settings().send_buffer_bytes, 524288);
     for (int bad : {1, 65535, -1, (1 << 30) + 1}) {
-        auto conf = std::make_shared<Config>();
-        conf->set("transports/tcp/send_buffer_bytes", bad);
-        TcpTransport transport;
         EXPECT_EQ(
-            transport.install(name, std::make_shared<ControlService>(manager_),
-                              std::make_shared<Topology>(), conf),
+            testing::installWithKey("transports/tcp/send_buffer_bytes", bad),
             Status::InvalidArgument(
                 "transports/tcp/send_buffer_bytes must be 0 (the "
                 "kernel's autotuning) or in [65536, 1073741824], got " +
                 std::to_string(bad)));
     }
+    manager_ = std::make_shared<SegmentManager>(
+        "127.0.0.1:1", std::make_shared<FixedFetcher>(""));
     for (int good : {0, 65536}) {
         auto conf = std::make_shared<Config>();
         conf->set("transports/tcp/send_buffer_bytes", good);
         TcpTransport transport;
-        EXPECT_TRUE(transport
-                        .install(name,
-                                 std::make_shared<ControlService>(manager_),
-                                 std::make_shared<Topology>(), conf)
-                        .ok())
+        EXPECT_TRUE(testing::installTcp(transport, manager_, conf).ok())
             << good;
         EXPECT_EQ(transport.server().limits().send_buffer_bytes, good);
     }
@@ -461,9 +414,10 @@ TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
     ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
 
     for (const std::string& bad :
-         {frame(0xdeadbeef, 2, desc.addr, 16),             // wrong magic
-          frame(0x54454e54, 9, desc.addr, 16),             // unknown op
-          frame(0x54454e54, 2, desc.addr, 1ull << 40)}) {  // over the cap
+         {testing::tcpHeader(0xdeadbeef, 2, desc.addr, 16),  // wrong magic
+          testing::tcpHeader(0x54454e54, 9, desc.addr, 16),  // unknown op
+          testing::tcpHeader(0x54454e54, 2, desc.addr,
+                             1ull << 40)}) {  // over the cap
         int fd = connectLoopback(transport_.listenPort());
         ASSERT_EQ(::send(fd, bad.data(), bad.size(), 0),
                   static_cast<ssize_t>(bad.size()));
@@ -474,7 +428,8 @@ TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
 
     // A well-formed WRITE on a fresh connection is still served.
     int fd = connectLoopback(transport_.listenPort());
-    std::string good = frame(0x54454e54, 2, desc.addr + 8, 4) + "abcd";
+    std::string good =
+        testing::tcpHeader(0x54454e54, 2, desc.addr + 8, 4) + "abcd";
     ASSERT_EQ(::send(fd, good.data(), good.size(), 0),
               static_cast<ssize_t>(good.size()));
     std::string reply = readUpTo(fd, 16);
@@ -551,11 +506,7 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
         "127.0.0.1:1", std::make_shared<FixedFetcher>(listener.endpoint()));
     auto conf = std::make_shared<Config>();
     conf->set("transports/tcp/workers", 1);  // one worker, one pool
-    std::string name = manager_->getLocal()->name;
-    ASSERT_TRUE(transport_
-                    .install(name, std::make_shared<ControlService>(manager_),
-                             std::make_shared<Topology>(), conf)
-                    .ok());
+    ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());
     ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
 
     Transport::SubBatchRef batch = nullptr;

@@ -1,6 +1,7 @@
 // Task and sub-batch state of TcpTransport (private to it).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "tent/transport/tcp/tcp_transport.h"
+#include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
@@ -24,16 +26,61 @@ struct TcpTransport::Task {
         static const std::string unknown = "(unknown)";
         return desc ? desc->name : unknown;
     }
-    // PENDING until a worker finishes it; release on the worker's final
+    // PENDING until the last of its slices is settled; release on that
     // store pairs with acquire in getTransferStatus() so the transferred
     // bytes (and a READ's payload) are visible once COMPLETED is seen.
     std::atomic<int> state{PENDING};
+    // Bytes of the slices that completed.
     std::atomic<uint64_t> transferred{0};
 
+    // Workers claim the request slice by slice (claimBytes() below), each
+    // slice one frame on the worker that claimed it, in order, under the
+    // transport's queue lock, which guards next_offset.
+    uint64_t next_offset = 0;
+    // Units not yet settled: the request's bytes, or 1 for an empty one.
+    std::atomic<uint64_t> units_left{0};
+    // Set by the first slice that fails; the slices claimed after it are
+    // settled without touching the network.
+    std::atomic<bool> failed{false};
+
+    static uint64_t units(uint64_t bytes, uint64_t request_length) {
+        return request_length == 0 ? 1 : bytes;
+    }
     void finish(TransferStatusEnum s) {
         state.store(s, std::memory_order_release);
     }
+    // Settles `bytes` of the request; whoever settles the last of them
+    // finishes the task. The acq_rel decrement orders every earlier
+    // slice's bytes and `failed` before that final store.
+    void settle(uint64_t bytes, bool ok) {
+        if (!ok) failed.store(true, std::memory_order_relaxed);
+        const uint64_t n = units(bytes, request.length);
+        if (units_left.fetch_sub(n, std::memory_order_acq_rel) == n) {
+            finish(failed.load(std::memory_order_relaxed) ? FAILED : COMPLETED);
+        }
+    }
 };
+
+// The slice a worker claims from a request with `remaining` bytes left.
+// While other requests wait behind it, or no other worker is idle, the
+// worker takes as much as one frame carries (16 MiB), as each worker
+// always did. Only when idle workers would have nothing else to do is
+// the request shared among them: an equal share each, never below
+// `min_slice` (transports/tcp/min_slice_bytes), since every slice costs
+// a round trip of its own.
+inline uint64_t claimBytes(uint64_t remaining, uint64_t idle_others,
+                           bool others_queued, uint64_t min_slice) {
+    const uint64_t whole = std::min(remaining, tcp_wire::kMaxChunk);
+    if (idle_others == 0 || others_queued) return whole;
+    const uint64_t share = (remaining + idle_others) / (idle_others + 1);
+    return std::min(whole, std::max(share, min_slice));
+}
+
+// At most how many slices `bytes` is cut into; a zero-length request is one
+// (empty) slice.
+inline uint64_t maxSlices(uint64_t bytes, uint64_t min_slice) {
+    return bytes == 0 ? 1 : (bytes + min_slice - 1) / min_slice;
+}
 
 struct TcpSubBatch : Transport::SubBatch {
     // Every task of the sub-batch lives in one block allocated here, not

@@ -12,6 +12,7 @@
 #include "net/stream_server.h"
 #include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_task.h"
+#include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
 
@@ -47,6 +48,9 @@ Status readLimits(const std::shared_ptr<Config>& conf, net::ServerLimits& out) {
 // segments per wake-up; the top only keeps the value far from int limits.
 constexpr int kMinSendBufferBytes = 64 * 1024;
 constexpr int kMaxSendBufferBytes = 1 << 30;
+// transports/tcp/min_slice_bytes: below 64 KiB a slice costs more in its
+// round trip than it moves; above one frame's limit it would need several.
+constexpr int kMinSliceBytes = 64 * 1024;
 
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
@@ -81,8 +85,19 @@ Status readSettings(const std::shared_ptr<Config>& conf,
             std::to_string(kMaxSendBufferBytes) + "], got " +
             std::to_string(send_buffer));
     }
+    int slice =
+        conf->get("transports/tcp/min_slice_bytes", out.min_slice_bytes);
+    if (slice < kMinSliceBytes ||
+        static_cast<uint64_t>(slice) > tcp_wire::kMaxChunk) {
+        return Status::InvalidArgument(
+            "transports/tcp/min_slice_bytes must be in [" +
+            std::to_string(kMinSliceBytes) + ", " +
+            std::to_string(tcp_wire::kMaxChunk) + "], got " +
+            std::to_string(slice));
+    }
     out.timeout_ms = timeout_ms;
     out.workers = workers;
+    out.min_slice_bytes = slice;
     out.unregister_wait_ms = wait_ms;
     out.send_buffer_bytes = send_buffer;
     return Status::OK();
@@ -145,7 +160,8 @@ Status TcpTransport::install(std::string& local_segment_name,
     LOG(INFO) << "TcpTransport: listening on " << endpoint_ << " ("
               << settings_.workers << " workers, timeout "
               << settings_.timeout_ms << " ms, send buffer "
-              << settings_.send_buffer_bytes << " bytes)";
+              << settings_.send_buffer_bytes << " bytes, slices of at least "
+              << settings_.min_slice_bytes << " bytes)";
     return Status::OK();
 }
 
@@ -178,7 +194,12 @@ void TcpTransport::failQueued() {
         std::lock_guard<std::mutex> lock(queue_mu_);
         left.swap(queue_);
     }
-    for (auto& task : left) task->finish(FAILED);
+    // Out of the queue no worker claims from them any more; slices already
+    // claimed settle on their own, so only the unclaimed bytes are settled
+    // here.
+    for (auto& task : left) {
+        task->settle(task->request.length - task->next_offset, false);
+    }
 }
 
 bool TcpTransport::trackSocket(int fd) {
@@ -263,7 +284,21 @@ Status TcpTransport::submitTransferTasks(
         }
     }
     std::vector<std::shared_ptr<Task>> runnable;
+    uint64_t slices = 0;
     for (auto& task : created) {
+        const Request& r = task->request;
+        if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
+            LOG(WARNING) << "TcpTransport: task failed: bad opcode "
+                         << static_cast<int>(r.opcode);
+            task->finish(FAILED);
+            continue;
+        }
+        if (r.length > 0 && !r.source) {
+            LOG(WARNING) << "TcpTransport: task failed: null source for "
+                         << r.length << " bytes";
+            task->finish(FAILED);
+            continue;
+        }
         SegmentDescRef desc;
         Status s = metadata_->segmentManager().getRemoteCached(
             desc, task->request.target_id);
@@ -288,20 +323,22 @@ Status TcpTransport::submitTransferTasks(
             task->finish(FAILED);
             continue;
         }
+        task->units_left.store(Task::units(r.length, r.length),
+                               std::memory_order_relaxed);
+        slices += maxSlices(r.length, settings_.min_slice_bytes);
         runnable.push_back(std::move(task));
     }
-    const size_t queued = runnable.size();
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         for (auto& task : runnable) queue_.push_back(std::move(task));
     }
-    // One worker per new task at most: waking every worker for each
+    // One worker per possible slice at most: waking every worker for each
     // submit only has the rest find the queue empty and sleep again, on
     // CPUs the busy workers and the target need.
-    if (queued >= static_cast<size_t>(settings_.workers)) {
+    if (slices >= static_cast<uint64_t>(settings_.workers)) {
         queue_cv_.notify_all();
     } else {
-        for (size_t i = 0; i < queued; ++i) queue_cv_.notify_one();
+        for (uint64_t i = 0; i < slices; ++i) queue_cv_.notify_one();
     }
     // uninstall() may have drained the queue between the check above and
     // the push; whatever it missed is failed here rather than left PENDING.

@@ -15,68 +15,52 @@ namespace mooncake::tent {
 
 namespace {
 
-// Each step of a chunk gets its own `timeout_ms`: the bound catches a dead
+// Each step of a frame gets its own `timeout_ms`: the bound catches a dead
 // or hung peer, not a slow but moving transfer.
 net::Deadline stepDeadline(int timeout_ms) {
     return net::deadlineIn(timeout_ms);
 }
 
-// One request on one connection, frame by frame. A non-OK status with
-// `connection_ok` still true means the peer refused the request but the
-// connection is in step and reusable.
-Status transfer(int fd, TcpTransport::Task& task, int timeout_ms,
-                const std::atomic<bool>& running, bool& connection_ok) {
-    connection_ok = true;
-    const Request& r = task.request;
+// One slice, [offset, offset + length) of the request, as one frame on one
+// connection. A non-OK status with `connection_ok` still true means the
+// peer refused the range but the connection is in step and reusable.
+Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
+                int timeout_ms, bool& connection_ok) {
+    connection_ok = false;
     const bool is_write = r.opcode == Request::WRITE;
-    char* local = static_cast<char*>(r.source);
-    uint64_t done = 0;
-    while (done < r.length || (r.length == 0 && done == 0)) {
-        if (!running.load()) {
-            connection_ok = false;
-            return Status::InternalError("tcp transport uninstalled");
-        }
-        const uint64_t chunk =
-            std::min<uint64_t>(r.length - done, tcp_wire::kMaxChunk);
-        tcp_wire::RequestHeader req;
-        req.op = is_write ? tcp_wire::kOpWrite : tcp_wire::kOpRead;
-        req.addr = r.target_offset + done;
-        req.length = chunk;
-        unsigned char head[tcp_wire::kRequestHeaderBytes];
-        tcp_wire::encode(req, head);
-        connection_ok = false;
-        CHECK_STATUS(
-            net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
-        if (is_write) {
-            CHECK_STATUS(net::sendAll(fd, local + done, chunk,
-                                      stepDeadline(timeout_ms)));
-        }
-        unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
-        CHECK_STATUS(net::recvAll(fd, reply_buf, sizeof(reply_buf),
-                                  stepDeadline(timeout_ms)));
-        tcp_wire::ReplyHeader reply;
-        CHECK_STATUS(tcp_wire::decode(reply_buf, reply));
-        if (reply.code != tcp_wire::kReplyOk) {
-            connection_ok = reply.length == 0;
-            return Status::InvalidArgument(
-                "target refused the range (code " + std::to_string(reply.code) +
-                "): not within one registered buffer");
-        }
-        const uint64_t expect = is_write ? 0 : chunk;
-        if (reply.length != expect) {
-            return Status::InvalidEntry(
-                "reply carries " + std::to_string(reply.length) +
-                " bytes, expected " + std::to_string(expect));
-        }
-        if (!is_write) {
-            CHECK_STATUS(net::recvAll(fd, local + done, chunk,
-                                      stepDeadline(timeout_ms)));
-        }
-        connection_ok = true;
-        done += chunk;
-        task.transferred.store(done, std::memory_order_relaxed);
-        if (r.length == 0) break;
+    char* local = static_cast<char*>(r.source) + offset;
+    tcp_wire::RequestHeader req;
+    req.op = is_write ? tcp_wire::kOpWrite : tcp_wire::kOpRead;
+    req.addr = r.target_offset + offset;
+    req.length = length;
+    unsigned char head[tcp_wire::kRequestHeaderBytes];
+    tcp_wire::encode(req, head);
+    CHECK_STATUS(
+        net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
+    if (is_write) {
+        CHECK_STATUS(net::sendAll(fd, local, length, stepDeadline(timeout_ms)));
     }
+    unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
+    CHECK_STATUS(net::recvAll(fd, reply_buf, sizeof(reply_buf),
+                              stepDeadline(timeout_ms)));
+    tcp_wire::ReplyHeader reply;
+    CHECK_STATUS(tcp_wire::decode(reply_buf, reply));
+    if (reply.code != tcp_wire::kReplyOk) {
+        connection_ok = reply.length == 0;
+        return Status::InvalidArgument("target refused the range (code " +
+                                       std::to_string(reply.code) +
+                                       "): not within one registered buffer");
+    }
+    const uint64_t expect = is_write ? 0 : length;
+    if (reply.length != expect) {
+        return Status::InvalidEntry(
+            "reply carries " + std::to_string(reply.length) +
+            " bytes, expected " + std::to_string(expect));
+    }
+    if (!is_write) {
+        CHECK_STATUS(net::recvAll(fd, local, length, stepDeadline(timeout_ms)));
+    }
+    connection_ok = true;
     return Status::OK();
 }
 
@@ -87,17 +71,30 @@ void TcpTransport::workerLoop() {
     // endpoint -> connected socket; private to this worker, so a peer sees
     // at most one connection per worker and frames never interleave.
     std::map<std::string, int> connections;
+    bool was_busy = false;
     for (;;) {
         std::shared_ptr<Task> task;
+        uint64_t offset = 0, length = 0;
         {
             std::unique_lock<std::mutex> lock(queue_mu_);
+            if (was_busy) --busy_workers_;
             queue_cv_.wait(lock,
                            [&] { return !running_.load() || !queue_.empty(); });
             if (!running_.load()) break;
-            task = std::move(queue_.front());
-            queue_.pop_front();
+            // The next slice of the task at the head; the task stays there
+            // until its last byte is claimed, so idle workers can take the
+            // rest of it in parallel.
+            ++busy_workers_;
+            task = queue_.front();
+            offset = task->next_offset;
+            length = claimBytes(task->request.length - offset,
+                                settings_.workers - busy_workers_,
+                                queue_.size() > 1, settings_.min_slice_bytes);
+            task->next_offset += length;
+            if (task->next_offset >= task->request.length) queue_.pop_front();
         }
-        runTask(*task, connections);
+        was_busy = true;
+        runSlice(*task, offset, length, connections);
     }
     for (auto& entry : connections) {
         untrackSocket(entry.second);
@@ -105,29 +102,26 @@ void TcpTransport::workerLoop() {
     }
 }
 
-void TcpTransport::runTask(Task& task,
-                           std::map<std::string, int>& connections) {
+void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
+                            std::map<std::string, int>& connections) {
+    // Another slice of the task failed already: the task fails whatever
+    // this one would do, so it does not touch the network.
+    if (task.failed.load(std::memory_order_relaxed)) {
+        task.settle(length, false);
+        return;
+    }
     const Request& r = task.request;
-    if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
-        LOG(WARNING) << "TcpTransport: task to " << task.segment()
-                     << " failed: bad opcode " << static_cast<int>(r.opcode);
-        task.finish(FAILED);
-        return;
-    }
-    if (r.length > 0 && !r.source) {
-        LOG(WARNING) << "TcpTransport: task to " << task.segment()
-                     << " failed: null source for " << r.length << " bytes";
-        task.finish(FAILED);
-        return;
-    }
     Status s;
     // A pooled connection may have gone stale (the peer restarted at the
-    // same endpoint since it was last used). When it fails before any
-    // chunk completed, the request is resent once on a fresh connection:
-    // resending rewrites or rereads the same bytes, so it is safe.
-    // An attempt that already waited out the timeout is not retried: a hung
-    // peer would only double the wait.
+    // same endpoint since it was last used). When it fails, the slice is
+    // resent once on a fresh connection: resending rewrites or rereads the
+    // same bytes, so it is safe. An attempt that already waited out the
+    // timeout is not retried: a hung peer would only double the wait.
     for (int attempt = 0; attempt < 2; ++attempt) {
+        if (!running_.load()) {
+            s = Status::InternalError("tcp transport uninstalled");
+            break;
+        }
         auto it = connections.find(*task.endpoint);
         const bool pooled = it != connections.end();
         if (!pooled) {
@@ -149,30 +143,38 @@ void TcpTransport::runTask(Task& task,
         }
         bool connection_ok = false;
         const auto started = std::chrono::steady_clock::now();
-        s = transfer(it->second, task, settings_.timeout_ms, running_,
+        s = transfer(it->second, r, offset, length, settings_.timeout_ms,
                      connection_ok);
         const bool waited_out = std::chrono::steady_clock::now() - started >=
                                 std::chrono::milliseconds(settings_.timeout_ms);
         if (!connection_ok) {
-            // Out of step or dead: the next task to this peer dials afresh.
+            // Out of step or dead: the next slice to this peer dials afresh.
             untrackSocket(it->second);
             ::close(it->second);
             connections.erase(it);
         }
-        const bool retry = !s.ok() && pooled && !connection_ok && !waited_out &&
-                           running_.load() && task.transferred.load() == 0;
+        const bool retry = !s.ok() && pooled && !connection_ok && !waited_out;
         if (!retry) break;
     }
     if (!s.ok()) {
-        LOG(WARNING) << "TcpTransport: "
-                     << (r.opcode == Request::WRITE ? "WRITE" : "READ")
-                     << " of " << r.length << " bytes at 0x" << std::hex
-                     << r.target_offset << std::dec << " on segment "
-                     << task.segment() << " failed: " << s.message();
-        task.finish(FAILED);
+        // One line per task: its first failing slice says why.
+        if (!task.failed.exchange(true, std::memory_order_relaxed)) {
+            LOG(WARNING) << "TcpTransport: "
+                         << (r.opcode == Request::WRITE ? "WRITE" : "READ")
+                         << " of " << length << " bytes at 0x" << std::hex
+                         << r.target_offset + offset << std::dec
+                         << (length < r.length ? " (a slice of a " +
+                                                     std::to_string(r.length) +
+                                                     "-byte request)"
+                                               : std::string())
+                         << " on segment " << task.segment()
+                         << " failed: " << s.message();
+        }
+        task.settle(length, false);
         return;
     }
-    task.finish(COMPLETED);
+    task.transferred.fetch_add(length, std::memory_order_relaxed);
+    task.settle(length, true);
 }
 
 }  // namespace mooncake::tent

@@ -10,8 +10,12 @@
 //
 // Initiator side: submitted tasks go to a queue drained by a small worker
 // pool; each worker keeps one connection per peer endpoint, so up to
-// `transports/tcp/workers` requests are in flight. A task's state is an
-// atomic that getTransferStatus() polls. Each step of a chunk (connect,
+// `transports/tcp/workers` frames are in flight. A worker claims a request
+// whole (in frames of up to 16 MiB); when other workers are idle and no
+// other request waits, it claims only its share, in slices of at least
+// `transports/tcp/min_slice_bytes`, and leaves the rest to them. A task's
+// state is an atomic that getTransferStatus() polls; it completes when all
+// of its slices did and fails when any failed. Each step of a slice (connect,
 // header, payload, reply) is bounded by `transports/tcp/timeout_ms`; a
 // dropped connection fails the task on it.
 #pragma once
@@ -82,6 +86,10 @@ class TcpTransport : public Transport {
         // bytes in the cache between the sender's copy and the reader's
         // (docs/performance.md, "Socket send buffers").
         int send_buffer_bytes = 512 * 1024;
+        // While workers are idle and no other request waits, a request is
+        // shared among them in slices of at least this many bytes
+        // (docs/performance.md, "Slices across the TCP workers").
+        int min_slice_bytes = 2 * 1024 * 1024;
     };
 
  private:
@@ -89,7 +97,10 @@ class TcpTransport : public Transport {
     bool serveFrame(int fd, const std::string& peer,
                     std::chrono::steady_clock::time_point deadline);
     void workerLoop();
-    void runTask(Task& task, std::map<std::string, int>& connections);
+    // Moves [offset, offset + length) of the task's request and settles
+    // that slice.
+    void runSlice(Task& task, uint64_t offset, uint64_t length,
+                  std::map<std::string, int>& connections);
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
@@ -116,6 +127,7 @@ class TcpTransport : public Transport {
     std::mutex queue_mu_;
     std::condition_variable queue_cv_;
     std::deque<std::shared_ptr<Task>> queue_;
+    int busy_workers_ = 0;  // moving a slice; guarded by queue_mu_
     std::vector<std::thread> workers_;
 };
 
