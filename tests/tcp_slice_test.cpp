@@ -294,7 +294,8 @@ TEST_F(TcpSliceTest, OneRequestIsSharedAmongIdleWorkersAtOnce) {
     EXPECT_TRUE(std::equal(src.begin(), src.end(), memory.begin()));
 
     // Back, at an odd length. How many workers are idle again by now is
-    // up to the scheduler, so only the frames' sum is fixed.
+    // up to the scheduler, so only the frames' sum is fixed, and their
+    // count is bounded: one to five (each but the last at least 256 KiB).
     std::vector<unsigned char> back(4 * kSlice + 5, 0);
     peer.poke(4 * kSlice + 4, 0x7e);
     st = run(toPeer(Request::READ, back.data(), 0, back.size()));
@@ -303,8 +304,8 @@ TEST_F(TcpSliceTest, OneRequestIsSharedAmongIdleWorkersAtOnce) {
     EXPECT_TRUE(std::equal(src.begin(), src.end(), back.begin()));
     EXPECT_EQ(back[4 * kSlice + 4], 0x7e);
     frames = peer.frames();
-    ASSERT_GE(frames.size(), 5u);
-    ASSERT_LE(frames.size(), 8u);
+    ASSERT_GE(frames.size(), 4u + 1u);
+    ASSERT_LE(frames.size(), 4u + 5u);
     uint64_t read_bytes = 0;
     for (size_t i = 4; i < frames.size(); ++i) {
         EXPECT_EQ(frames[i].op, tcp_wire::kOpRead);
