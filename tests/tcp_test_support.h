@@ -5,6 +5,8 @@
 // share the encoder they check.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -74,7 +76,8 @@ inline Request requestTo(SegmentID target, Request::OpCode op, void* local,
 }
 
 // Polls task `task` of `batch` until it leaves PENDING or `bound_ms`
-// passed (which only turns a hang into a failure); its last status.
+// passed (which only turns a hang into a failure); its last status. A
+// status call that fails fails the test.
 inline TransferStatus waitWhilePending(Transport& transport,
                                        Transport::SubBatchRef batch, int task,
                                        int bound_ms) {
@@ -82,7 +85,11 @@ inline TransferStatus waitWhilePending(Transport& transport,
     auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
     do {
-        if (!transport.getTransferStatus(batch, task, st).ok()) break;
+        Status s = transport.getTransferStatus(batch, task, st);
+        if (!s.ok()) {
+            ADD_FAILURE() << "getTransferStatus(task " << task << "): " << s;
+            break;
+        }
         std::this_thread::yield();
     } while (st.s == PENDING && std::chrono::steady_clock::now() < deadline);
     return st;
