@@ -8,8 +8,9 @@
 # tree), then measures
 #   - tebench over mpcomm (softmpcomm) and over tcp, read and write,
 #     blocks 64 KiB..64 MiB, batch 1..16, threads 1..2, the two transports
-#     back to back at each block size (--quick: batch 1 and 16 only,
-#     shorter cases, one sweep per transport);
+#     back to back at each block size, the whole sweep ROUNDS times
+#     (--quick: batch 1 and 16 only, shorter cases, one sweep per
+#     transport, one round);
 #   - iperf3 over loopback, 1 and 2 streams, 1 MiB writes;
 #   - ucx_perftest ucp_put_bw / ucp_get over UCX's tcp transport (installs
 #     ucx-utils with apt-get when missing; skipped with a note when that
@@ -28,7 +29,9 @@
 # WARMUP (uncounted seconds before each case's window; default 0.5,
 # --quick 0.1: on this class of host a fresh pair of processes, and each
 # case's fresh threads, run several times slower for their first tenths
-# of a second, which a 0.1 s case would measure instead of the transport).
+# of a second, which a 0.1 s case would measure instead of the transport),
+# ROUNDS (full mode: sweeps of every pair; default 3, and each row of the
+# table is its case's median round).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 
@@ -36,7 +39,7 @@ QUICK=0
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "bench: unknown argument '$arg' (expected --quick)" >&2; exit 2 ;;
   esac
 done
@@ -53,6 +56,7 @@ if [ $QUICK -eq 1 ]; then
   WARMUP="${WARMUP:-0.1}"
   # Two sweeps per transport and op instead of the whole batch range.
   BATCH_RANGES=("1 1" "16 16")
+  ROUNDS=1
   IPERF_SECONDS=1
   UCX_SIZES=(65536 1048576 16777216)
   UCX_BYTES=$((64 << 20))
@@ -64,6 +68,14 @@ else
   DURATION="${DURATION:-1}"
   WARMUP="${WARMUP:-0.5}"
   BATCH_RANGES=("1 16")
+  # One sweep's rows scatter by up to 2x on this host (a case's tcp
+  # figure read 4.9-12.0 GB/s over six rounds), which no per-row goal can
+  # be read through; the median of three rounds, minutes apart, can.
+  ROUNDS="${ROUNDS:-3}"
+  if ! [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "bench: ROUNDS must be a positive integer, got '$ROUNDS'" >&2
+    exit 2
+  fi
   IPERF_SECONDS=5
   UCX_SIZES=()
   for ((s = START_BLOCK; s <= MAX_BLOCK; s *= 2)); do UCX_SIZES+=("$s"); done
@@ -131,11 +143,11 @@ REF_PORT=$((31000 + ($$ % 1000) * 2))
 # swapped at every other size so that neither transport always goes
 # first. --quick keeps one sweep per transport, op and batch range: a pair
 # of processes per block size would not fit its 3 minutes.
-run_pair() {  # <xport> <op> <first batch> <last batch> <first block> <last block> <json>
-  local xport="$1" op="$2" b0="$3" b1="$4" s0="$5" s1="$6" json="$7"
+run_pair() {  # <xport> <op> <first batch> <last batch> <first block> <last block> <json> [<log suffix>]
+  local xport="$1" op="$2" b0="$3" b1="$4" s0="$5" s1="$6" json="$7" tag="${8:-}"
   # Each thread needs room for a batch of the largest blocks.
   TOTAL_BUFFER_SIZE=$((s1 * b1 * MAX_THREADS)) \
-  LOGDIR="$RAW/logs_${xport}_${op}_b${b0}_s${s0}" \
+  LOGDIR="$RAW/logs_${xport}_${op}_b${b0}_s${s0}${tag}" \
     "$ROOT/scripts/tebench_pair.sh" "$BIN/tebench" "$xport" \
     --op_type="$op" --start_block_size="$s0" \
     --max_block_size="$s1" --start_batch_size="$b0" \
@@ -143,25 +155,32 @@ run_pair() {  # <xport> <op> <first batch> <last batch> <first block> <last bloc
     --max_num_threads=$MAX_THREADS --duration="$DURATION" \
     --warmup_duration="$WARMUP" --json_out="$json"
 }
-for op in read write; do
-  for range in "${BATCH_RANGES[@]}"; do
-    read -r b0 b1 <<<"$range"
-    if [ $QUICK -eq 1 ]; then
-      for xport in mpcomm tcp; do
-        step "tebench over $xport, $op, batch $b0..$b1, threads 1..$MAX_THREADS"
-        run_pair "$xport" "$op" "$b0" "$b1" $START_BLOCK $MAX_BLOCK \
-          "$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
+# Rounds are the outer loop, so a case's rounds lie minutes apart, in
+# different phases of the host; the pair's order flips at every size and
+# every round.
+for ((round = 1; round <= ROUNDS; round++)); do
+  for op in read write; do
+    for range in "${BATCH_RANGES[@]}"; do
+      read -r b0 b1 <<<"$range"
+      if [ $QUICK -eq 1 ]; then
+        for xport in mpcomm tcp; do
+          step "tebench over $xport, $op, batch $b0..$b1, threads 1..$MAX_THREADS"
+          run_pair "$xport" "$op" "$b0" "$b1" $START_BLOCK $MAX_BLOCK \
+            "$RAW/tebench_${xport}_${op}_b${b0}-${b1}.json"
+        done
+        continue
+      fi
+      order=(mpcomm tcp)
+      ((round % 2 == 0)) && order=(tcp mpcomm)
+      for ((size = START_BLOCK; size <= MAX_BLOCK; size *= 2)); do
+        for xport in "${order[@]}"; do
+          step "round $round of $ROUNDS: tebench over $xport, $op, $size bytes, batch $b0..$b1, threads 1..$MAX_THREADS"
+          run_pair "$xport" "$op" "$b0" "$b1" "$size" "$size" \
+            "$RAW/tebench_${xport}_${op}_b${b0}-${b1}_s${size}_r${round}.json" \
+            "_r${round}"
+        done
+        order=("${order[1]}" "${order[0]}")
       done
-      continue
-    fi
-    order=(mpcomm tcp)
-    for ((size = START_BLOCK; size <= MAX_BLOCK; size *= 2)); do
-      for xport in "${order[@]}"; do
-        step "tebench over $xport, $op, $size bytes, batch $b0..$b1, threads 1..$MAX_THREADS"
-        run_pair "$xport" "$op" "$b0" "$b1" "$size" "$size" \
-          "$RAW/tebench_${xport}_${op}_b${b0}-${b1}_s${size}.json"
-      done
-      order=("${order[1]}" "${order[0]}")
     done
   done
 done
