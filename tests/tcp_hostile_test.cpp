@@ -112,13 +112,8 @@ class TcpHostileTest : public ::testing::Test {
                                  std::pair{Request::READ, back.data()}}) {
             Transport::SubBatchRef batch = nullptr;
             initiator_.allocateSubBatch(batch, 1);
-            Request r;
-            r.opcode = op;
-            r.source = local;
-            r.target_id = target_id_;
-            r.target_offset = at;
-            r.length = kPiece;
-            initiator_.submitTransferTasks(batch, {r});
+            initiator_.submitTransferTasks(
+                batch, {testing::requestTo(target_id_, op, local, at, kPiece)});
             TransferStatus st;
             net::Deadline deadline = net::deadlineIn(kHostileBoundMs);
             do {

@@ -128,13 +128,8 @@ class TcpTransportTest : public ::testing::Test {
 
     Request request(Request::OpCode op, void* local, uint64_t offset,
                     size_t length) {
-        Request r;
-        r.opcode = op;
-        r.source = local;
-        r.target_id = target_;
-        r.target_offset = target_base_ + offset;
-        r.length = length;
-        return r;
+        return testing::requestTo(target_, op, local, target_base_ + offset,
+                                  length);
     }
 
     // Polls until no task is PENDING; the bound turns a hang into a
