@@ -44,10 +44,6 @@ for arg in "$@"; do
   esac
 done
 
-OUT="$ROOT/bench"
-RAW="$OUT/raw"
-rm -rf "$RAW"
-mkdir -p "$RAW"
 START_BLOCK=65536
 MAX_BLOCK=67108864
 if [ $QUICK -eq 1 ]; then
@@ -88,6 +84,13 @@ else
   PROVIDER_REPETITIONS=10
 fi
 MAX_THREADS=2
+
+# Only a run that will measure clears the last run's raw outputs: a bad
+# setting above exits before anything is deleted.
+OUT="$ROOT/bench"
+RAW="$OUT/raw"
+rm -rf "$RAW"
+mkdir -p "$RAW"
 
 # --- tools ------------------------------------------------------------------
 "$ROOT/scripts/install_deps.sh"
