@@ -78,16 +78,16 @@ def merge_rounds(rows):
 
 def round_agreement(rows):
     """How far a transport agrees with itself: per series, each case's
-    round 2 over its round 1 (256 KiB..64 MiB). A per-row goal of 0.9x
-    between two transports cannot be read closer than one transport
-    meets it against itself in the same run."""
-    firsts, out = {}, []
-    for r in rows:
-        if GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK:
-            firsts.setdefault(case_key(r), {})[r["round"]] = r["bw_gbps"]
+    round 2 over its round 1 (256 KiB..64 MiB), from merge_rounds()'s
+    rows. A per-row goal of 0.9x between two transports cannot be read
+    closer than one transport meets it against itself in the same run."""
+    out = []
     for xport, op in SERIES:
-        values = [v[2] / v[1] for k, v in firsts.items()
-                  if k[:2] == (xport, op) and v.get(1) and 2 in v]
+        values = [r["bw_gbps_rounds"][1] / r["bw_gbps_rounds"][0]
+                  for r in rows
+                  if (r["transport"], r["op"]) == (xport, op) and
+                  GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK and
+                  len(r["bw_gbps_rounds"]) > 1 and r["bw_gbps_rounds"][0]]
         if values:
             out.append({"series": "%s %s" % (xport, op),
                         "round2_over_round1": summarize(values),
@@ -453,7 +453,7 @@ def main():
     measured, first = load_tebench(args.raw)
     rows = merge_rounds(measured)
     rounds = max(r["rounds"] for r in rows) if rows else 0
-    agreement = round_agreement(measured)
+    agreement = round_agreement(rows)
     memcpy = load_memcpy(args.raw)
     iperf3 = load_iperf3(args.raw)
     rr = load_loopback_rr(args.raw)

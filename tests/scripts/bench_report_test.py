@@ -94,7 +94,7 @@ class RoundAgreement(unittest.TestCase):
         runs.append(dict(row("tcp", "read", 65536, 1.0), round=1))
         runs.append(dict(row("tcp", "read", 65536, 0.1), round=2))
         runs.append(dict(row("tcp", "read", block, 5.0, batch=8), round=1))
-        out = bench_report.round_agreement(runs)
+        out = bench_report.round_agreement(bench_report.merge_rounds(runs))
         self.assertEqual(len(out), 1)
         self.assertEqual(out[0]["series"], "tcp read")
         self.assertEqual(out[0]["rows_at_least_0.9"], 2)
@@ -105,7 +105,8 @@ class RoundAgreement(unittest.TestCase):
 
     def test_one_round_has_nothing_to_agree_with(self):
         runs = [dict(row("tcp", "read", 1 << 20, 1.0), round=1)]
-        self.assertEqual(bench_report.round_agreement(runs), [])
+        self.assertEqual(
+            bench_report.round_agreement(bench_report.merge_rounds(runs)), [])
 
 
 if __name__ == "__main__":
