@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Unit tests of scripts/bench_recheck.py's choice of cases and verdicts.
+Run by ctest as tent_bench_recheck_test."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "scripts"))
+import bench_recheck  # noqa: E402
+
+
+def row(xport, op, block, bw, batch=1, threads=1):
+    return {"transport": xport, "op": op, "block_size": block,
+            "batch_size": batch, "threads": threads, "bw_gbps": bw}
+
+
+class Misses(unittest.TestCase):
+    def test_only_cases_under_the_limit_in_the_goal_range(self):
+        mib = 1 << 20
+        rows = [
+            # Under the limit: 8.0 / 10.0.
+            row("mpcomm", "write", 2 * mib, 8.0, batch=8),
+            row("tcp", "write", 2 * mib, 10.0, batch=8),
+            # Exactly at it: not a miss.
+            row("mpcomm", "read", 2 * mib, 9.0, batch=8),
+            row("tcp", "read", 2 * mib, 10.0, batch=8),
+            # Below the goal's 256 KiB: not the goal's row.
+            row("mpcomm", "read", 64 << 10, 1.0),
+            row("tcp", "read", 64 << 10, 10.0),
+            # Same block, another batch and thread count: its own case.
+            row("mpcomm", "write", 2 * mib, 5.0, batch=4, threads=2),
+            row("tcp", "write", 2 * mib, 10.0, batch=4, threads=2),
+            # A case without its tcp row is nothing to compare.
+            row("mpcomm", "write", 64 * mib, 1.0),
+        ]
+        got = bench_recheck.misses(rows, 0.9)
+        self.assertEqual([c for c, _ in got],
+                         [("write", 2 * mib, 4, 2), ("write", 2 * mib, 8, 1)])
+        self.assertAlmostEqual(got[0][1], 0.5)
+        self.assertAlmostEqual(got[1][1], 0.8)
+
+
+class StillMissing(unittest.TestCase):
+    def test_an_earlier_recheck_gives_the_cases_it_left_under(self):
+        recheck = {"cases": [
+            {"op": "read", "block_size": 1 << 20, "batch_size": 4,
+             "threads": 1, "ratio_median": 1.3, "holds": True},
+            {"op": "write", "block_size": 256 << 10, "batch_size": 8,
+             "threads": 1, "ratio_median": 0.71, "holds": False},
+            {"op": "write", "block_size": 2 << 20, "batch_size": 4,
+             "threads": 2, "ratio_median": 0.77, "holds": False},
+        ]}
+        self.assertEqual(bench_recheck.still_missing(recheck),
+                         [(("write", 256 << 10, 8, 1), 0.71),
+                          (("write", 2 << 20, 4, 2), 0.77)])
+
+
+class Verdict(unittest.TestCase):
+    def test_median_of_the_paired_ratios_decides(self):
+        # Ratios 0.5, 1.0, 0.95: the median 0.95 holds, although the
+        # medians of each transport (8.0 / 10.0) alone would not.
+        v = bench_recheck.verdict([5.0, 8.0, 9.5], [10.0, 8.0, 10.0], 0.9)
+        self.assertEqual(v["ratios"], [0.5, 1.0, 0.95])
+        self.assertAlmostEqual(v["ratio_median"], 0.95)
+        self.assertEqual(v["mpcomm_median"], 8.0)
+        self.assertEqual(v["tcp_median"], 10.0)
+        self.assertTrue(v["holds"])
+
+    def test_under_the_limit_does_not_hold(self):
+        v = bench_recheck.verdict([8.0, 8.5], [10.0, 10.0], 0.9)
+        self.assertAlmostEqual(v["ratio_median"], 0.825)
+        self.assertFalse(v["holds"])
+
+    def test_nothing_measured_does_not_hold(self):
+        v = bench_recheck.verdict([], [], 0.9)
+        self.assertEqual(v["ratios"], [])
+        self.assertFalse(v["holds"])
+
+
+if __name__ == "__main__":
+    unittest.main()
