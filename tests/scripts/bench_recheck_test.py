@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Unit tests of scripts/bench_recheck.py's choice of cases and verdicts.
+"""Unit tests of scripts/bench_recheck.py's choice of cases and tcp steps
+and of its verdicts.
 Run by ctest as tent_bench_recheck_test."""
 import os
 import sys
@@ -54,6 +55,57 @@ class StillMissing(unittest.TestCase):
         self.assertEqual(bench_recheck.still_missing(recheck),
                          [(("write", 256 << 10, 8, 1), 0.71),
                           (("write", 2 << 20, 4, 2), 0.77)])
+
+
+class Steps(unittest.TestCase):
+    def test_falling_steps_come_from_the_goals_of_both_ops(self):
+        mib = 1 << 20
+        goals = {"bandwidth": [
+            {"goal": "mpcomm / tcp, same case", "op": "read"},
+            {"goal": "tcp: no step falls > 10 %", "op": "read",
+             "steps_falling": []},
+            {"goal": "tcp: no step falls > 10 %", "op": "write",
+             "steps_falling": [
+                 {"from": 16 * mib, "to": 32 * mib, "ratio": 0.88},
+                 {"from": 32 * mib, "to": 64 * mib, "ratio": 0.5}]},
+        ]}
+        self.assertEqual(bench_recheck.falling_steps(goals),
+                         [("write", 16 * mib, 32 * mib, 0.88),
+                          ("write", 32 * mib, 64 * mib, 0.5)])
+
+    def test_an_earlier_recheck_gives_the_steps_still_falling(self):
+        recheck = {"cases": [], "steps": [
+            {"op": "read", "from": 1, "to": 2, "ratio": 1.01,
+             "holds": True},
+            {"op": "write", "from": 2, "to": 4, "ratio": 0.8,
+             "holds": False}]}
+        self.assertEqual(bench_recheck.steps_still_falling(recheck),
+                         [("write", 2, 4, 0.8)])
+        # A recheck written before steps were measured has none.
+        self.assertEqual(bench_recheck.steps_still_falling({"cases": []}),
+                         [])
+
+    def test_best_case_median_of_each_size_decides(self):
+        # Case a's medians: 10 at the low size, 9 at the high one; case
+        # b's: 8 and 9.5. Best of medians: 10 -> 9.5, 0.95x: holds,
+        # although round 1's best rows alone read 12 -> 9.5 (0.79x).
+        low = [{"a": 12.0, "b": 8.0}, {"a": 10.0, "b": 7.0},
+               {"a": 9.0, "b": 9.0}]
+        high = [{"a": 9.0, "b": 9.5}, {"a": 9.0, "b": 9.5},
+                {"a": 10.0, "b": 9.0}]
+        v = bench_recheck.step_verdict(low, high, 0.9)
+        self.assertEqual(v["best_from_gbps"], 10.0)
+        self.assertEqual(v["best_to_gbps"], 9.5)
+        self.assertAlmostEqual(v["ratio"], 0.95)
+        self.assertEqual([round(r, 3) for r in v["ratios"]],
+                         [0.792, 0.95, 1.111])
+        self.assertTrue(v["holds"])
+
+    def test_a_step_that_falls_does_not_hold(self):
+        v = bench_recheck.step_verdict([{"a": 10.0}], [{"a": 8.0}], 0.9)
+        self.assertAlmostEqual(v["ratio"], 0.8)
+        self.assertFalse(v["holds"])
+        self.assertFalse(bench_recheck.step_verdict([], [], 0.9)["holds"])
 
 
 class Verdict(unittest.TestCase):
