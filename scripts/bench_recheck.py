@@ -244,8 +244,17 @@ def main():
     if args.rounds < 1:
         sys.exit("bench_recheck: --rounds must be at least 1, got %d" %
                  args.rounds)
-    with open(args.results) as f:
-        results = json.load(f)
+    try:
+        with open(args.results) as f:
+            results = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit("bench_recheck: cannot read --results=%s: %s" %
+                 (args.results, e))
+    if not isinstance(results, dict) or not (
+            "cases" in results or
+            ("tebench" in results and "goals" in results)):
+        sys.exit("bench_recheck: --results=%s is neither bench.sh's "
+                 "results.json nor a recheck's output" % args.results)
     # A recheck's own output measures again what it left under the limit.
     if "cases" in results:
         cases, steps = still_missing(results), steps_still_falling(results)
