@@ -39,7 +39,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_report import GOAL_MAX_BLOCK, GOAL_MIN_BLOCK  # noqa: E402
+from bench_report import (GOAL_MAX_BLOCK, GOAL_MIN_BLOCK,  # noqa: E402
+                          best_by_block, merge_rounds)
 
 
 def misses(rows, limit):
@@ -81,25 +82,29 @@ def steps_still_falling(recheck):
             for s in recheck.get("steps", []) if not s["holds"]]
 
 
-def step_verdict(sweeps_from, sweeps_to, limit):
-    """What a step's rounds say. Each sweep is one round's {case: GB/s} at
-    one block size. A size's figure is its best case, over the medians of
-    each case's rounds (bench.sh's best row per size); the step holds when
-    the larger size's figure over the smaller's reaches `limit`. The
+def step_verdict(rows_from, rows_to, limit):
+    """What a step's rounds say. Each side is the tebench rows of its
+    sweeps at one block size, each row tagged with its `round`. A size's
+    figure is bench.sh's best row per size: merge_rounds() keeps each
+    case's median round, best_by_block() the best case. The step holds
+    when the larger size's figure over the smaller's reaches `limit`. The
     rounds' own ratios (best row against best row) go with it."""
-    def best_of_medians(sweeps):
-        cases = {}
-        for sweep in sweeps:
-            for case, bw in sweep.items():
-                cases.setdefault(case, []).append(bw)
-        return max((statistics.median(v) for v in cases.values()),
-                   default=0.0)
-    low, high = best_of_medians(sweeps_from), best_of_medians(sweeps_to)
+    def best(rows):
+        return max(best_by_block(merge_rounds(rows)).values(), default=0.0)
+
+    def best_per_round(rows):
+        out = {}
+        for r in rows:
+            out[r["round"]] = max(out.get(r["round"], 0.0), r["bw_gbps"])
+        return out
+    low, high = best(rows_from), best(rows_to)
     ratio = high / low if low else 0.0
+    low_rounds, high_rounds = best_per_round(rows_from), best_per_round(
+        rows_to)
     return {"best_from_gbps": low, "best_to_gbps": high, "ratio": ratio,
-            "ratios": [max(b.values()) / max(a.values())
-                       for a, b in zip(sweeps_from, sweeps_to)
-                       if a and b and max(a.values())],
+            "ratios": [high_rounds[k] / low_rounds[k]
+                       for k in sorted(low_rounds)
+                       if k in high_rounds and low_rounds[k]],
             "holds": low > 0 and ratio >= limit}
 
 
@@ -163,11 +168,12 @@ def run_case(args, xport, case):
     return rows[0]["bw_gbps"]
 
 
-def run_sweep(args, op, block):
-    """bench.sh's tcp sweep of one block size: {(batch, threads): GB/s}."""
+def run_sweep(args, op, block, rnd):
+    """bench.sh's tcp sweep of one block size: its rows, tagged with the
+    round `rnd` as bench_report.merge_rounds() expects."""
     rows = run_tebench(args, "tcp", op, block, (1, 16), (1, 2),
                        "%s %d KiB sweep" % (op, block >> 10))
-    return {(r["batch_size"], r["threads"]): r["bw_gbps"] for r in rows}
+    return [dict(r, round=rnd) for r in rows]
 
 
 def describe(case):
@@ -208,8 +214,8 @@ def measure_steps(args, steps, start):
             op, low, high, _ = step
             first = (rnd + i) % 2 == 0
             for block in (low, high) if first else (high, low):
-                sweeps[step][0 if block == low else 1].append(
-                    run_sweep(args, op, block))
+                sweeps[step][0 if block == low else 1].extend(
+                    run_sweep(args, op, block, rnd + 1))
         print("bench_recheck: steps, round %d of %d done after %.0f s" %
               (rnd + 1, args.rounds, time.time() - start), flush=True)
     report = []

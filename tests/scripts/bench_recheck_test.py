@@ -57,6 +57,14 @@ class StillMissing(unittest.TestCase):
                           (("write", 2 << 20, 4, 2), 0.77)])
 
 
+def sweeps(block, rounds):
+    """tcp write rows at `block`, one sweep per round of {batch: GB/s}
+    (one thread): what bench_recheck.run_sweep() returns, round-tagged."""
+    return [dict(row("tcp", "write", block, bw, batch=batch), round=n)
+            for n, sweep in enumerate(rounds, 1)
+            for batch, bw in sweep.items()]
+
+
 class Steps(unittest.TestCase):
     def test_falling_steps_come_from_the_goals_of_both_ops(self):
         mib = 1 << 20
@@ -86,13 +94,13 @@ class Steps(unittest.TestCase):
                          [])
 
     def test_best_case_median_of_each_size_decides(self):
-        # Case a's medians: 10 at the low size, 9 at the high one; case
-        # b's: 8 and 9.5. Best of medians: 10 -> 9.5, 0.95x: holds,
+        # Batch 1's medians: 10 at the low size, 9 at the high one; batch
+        # 2's: 8 and 9.5. Best of medians: 10 -> 9.5, 0.95x: holds,
         # although round 1's best rows alone read 12 -> 9.5 (0.79x).
-        low = [{"a": 12.0, "b": 8.0}, {"a": 10.0, "b": 7.0},
-               {"a": 9.0, "b": 9.0}]
-        high = [{"a": 9.0, "b": 9.5}, {"a": 9.0, "b": 9.5},
-                {"a": 10.0, "b": 9.0}]
+        low = sweeps(1 << 20, [{1: 12.0, 2: 8.0}, {1: 10.0, 2: 7.0},
+                               {1: 9.0, 2: 9.0}])
+        high = sweeps(2 << 20, [{1: 9.0, 2: 9.5}, {1: 9.0, 2: 9.5},
+                                {1: 10.0, 2: 9.0}])
         v = bench_recheck.step_verdict(low, high, 0.9)
         self.assertEqual(v["best_from_gbps"], 10.0)
         self.assertEqual(v["best_to_gbps"], 9.5)
@@ -102,7 +110,8 @@ class Steps(unittest.TestCase):
         self.assertTrue(v["holds"])
 
     def test_a_step_that_falls_does_not_hold(self):
-        v = bench_recheck.step_verdict([{"a": 10.0}], [{"a": 8.0}], 0.9)
+        v = bench_recheck.step_verdict(sweeps(1 << 20, [{1: 10.0}]),
+                                       sweeps(2 << 20, [{1: 8.0}]), 0.9)
         self.assertAlmostEqual(v["ratio"], 0.8)
         self.assertFalse(v["holds"])
         self.assertFalse(bench_recheck.step_verdict([], [], 0.9)["holds"])
