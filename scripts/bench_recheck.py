@@ -39,22 +39,16 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from bench_report import (GOAL_MAX_BLOCK, GOAL_MIN_BLOCK,  # noqa: E402
-                          best_by_block, merge_rounds)
+from bench_report import (best_by_block, goal_cases,  # noqa: E402
+                          merge_rounds)
 
 
 def misses(rows, limit):
     """The (op, block, batch, threads) cases, in the goal's block range,
     whose mpcomm row reads under `limit` times the tcp row of the same
     case, with that ratio; sorted by op, block, batch, threads."""
-    by_case = {}
-    for r in rows:
-        if not GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK:
-            continue
-        case = (r["op"], r["block_size"], r["batch_size"], r["threads"])
-        by_case.setdefault(case, {})[r["transport"]] = r["bw_gbps"]
     out = []
-    for case, bw in sorted(by_case.items()):
+    for case, bw in sorted(goal_cases(rows).items()):
         mp, tcp = bw.get("mpcomm"), bw.get("tcp")
         if mp is not None and tcp and mp / tcp < limit:
             out.append((case, mp / tcp))

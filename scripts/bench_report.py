@@ -272,15 +272,21 @@ def best_by_block(rows):
     return best
 
 
+def goal_cases(rows):
+    """The rows in the goals' block range (256 KiB..64 MiB) by case:
+    {(op, block, batch, threads): {transport: GB/s}}."""
+    cases = {}
+    for r in rows:
+        if GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK:
+            case = (r["op"], r["block_size"], r["batch_size"], r["threads"])
+            cases.setdefault(case, {})[r["transport"]] = r["bw_gbps"]
+    return cases
+
+
 def bandwidth_goals(rows, iperf3, rr):
     """Issue 9's bandwidth goals over 256 KiB..64 MiB, per op: each row, and
     each block size's best row (the plot's view), against its limit."""
-    by_key = {}
-    for r in rows:
-        if GOAL_MIN_BLOCK <= r["block_size"] <= GOAL_MAX_BLOCK:
-            key = (r["block_size"], r["batch_size"], r["threads"])
-            by_key.setdefault(key, {})[(r["transport"], r["op"])] = r[
-                "bw_gbps"]
+    cases = goal_cases(rows)
     ip2 = iperf3.get(2)
     best_all = best_by_block(
         [r for r in rows
@@ -288,8 +294,10 @@ def bandwidth_goals(rows, iperf3, rr):
     out = []
     for op in ("read", "write"):
         per_row_tcp, per_row_ip3 = [], []
-        for series in by_key.values():
-            mp, tcp = series.get(("mpcomm", op)), series.get(("tcp", op))
+        for (case_op, _, _, _), bw in cases.items():
+            if case_op != op:
+                continue
+            mp, tcp = bw.get("mpcomm"), bw.get("tcp")
             if mp is not None and tcp:
                 per_row_tcp.append(mp / tcp)
             if mp is not None and ip2:
