@@ -85,6 +85,8 @@ RunInfo describeRun(TransferEngine& engine, const BenchOptions& options) {
     run.duration_s = options.duration_s;
     run.warmup_duration_s = options.warmup_duration_s;
     run.check_consistency = options.check_consistency;
+    run.poll_yields = options.poll_yields;
+    run.poll_sleep_us = options.poll_sleep_us;
     return run;
 }
 

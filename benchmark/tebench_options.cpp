@@ -62,6 +62,15 @@ DEFINE_string(json_out, "",
               "Initiator only: write every row (block size, batch, threads, "
               "op, transport and all columns) and the first transfer's "
               "latency to this file as JSON. Empty: no file.");
+DEFINE_uint64(poll_yields, 64,
+              "Polls of a batch after which the submitting thread yields "
+              "the CPU (sched_yield) before polling again; later polls "
+              "sleep --poll_sleep_us.");
+DEFINE_uint64(poll_sleep_us, 20,
+              "Microseconds the submitting thread sleeps between polls once "
+              "--poll_yields polls went by; 0: it polls again at once, "
+              "without a system call (with --poll_yields=0, upstream "
+              "tebench's busy loop). At most 1000000.");
 DEFINE_double(transfer_timeout_s, 30,
               "A batch not finished after this many seconds counts as failed "
               "and stops the run.");
@@ -71,6 +80,8 @@ namespace mooncake::tent::bench {
 namespace {
 
 constexpr int kMaxThreads = 1024;
+// A poller asleep for more than a second would measure its own sleep.
+constexpr uint64_t kMaxPollSleepUs = 1000000;
 
 std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
@@ -267,6 +278,13 @@ Status parseOptions(BenchOptions& options) {
             "--transfer_timeout_s=" + formatSeconds(FLAGS_transfer_timeout_s) +
             " must be positive");
     }
+    if (FLAGS_poll_sleep_us > kMaxPollSleepUs) {
+        return Status::InvalidArgument(
+            "--poll_sleep_us=" + std::to_string(FLAGS_poll_sleep_us) +
+            " exceeds " + std::to_string(kMaxPollSleepUs));
+    }
+    options.poll_yields = FLAGS_poll_yields;
+    options.poll_sleep_us = FLAGS_poll_sleep_us;
     options.duration_s = FLAGS_duration;
     options.warmup_duration_s = FLAGS_warmup_duration;
     options.transfer_timeout_s = FLAGS_transfer_timeout_s;

@@ -44,6 +44,11 @@ struct BenchOptions {
     // Uncounted submitting after the first batch, before the window opens.
     double warmup_duration_s = 0;
     double transfer_timeout_s = 0;
+    // How a submitting thread waits for its batch: it yields after each of
+    // the first poll_yields polls, then sleeps poll_sleep_us between polls
+    // (0: polls again at once).
+    uint64_t poll_yields = 64;
+    uint64_t poll_sleep_us = 20;
     bool check_consistency = false;
     // --json_out: where the initiator writes every row as JSON; empty: no
     // file.

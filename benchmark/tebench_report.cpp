@@ -133,6 +133,8 @@ Status writeJsonReport(const std::string& path, const RunInfo& run,
     info["duration_s"] = run.duration_s;
     info["warmup_duration_s"] = run.warmup_duration_s;
     info["check_consistency"] = run.check_consistency;
+    info["poll_yields"] = Json::UInt64(run.poll_yields);
+    info["poll_sleep_us"] = Json::UInt64(run.poll_sleep_us);
     root["first_transfer_us"] = run.first_transfer_us;
     root["rows"] = Json::Value(Json::arrayValue);
     for (const CaseResult& r : rows) root["rows"].append(rowJson(run, r));

@@ -89,6 +89,8 @@ struct RunInfo {
     double duration_s = 0;
     double warmup_duration_s = 0;
     bool check_consistency = false;
+    uint64_t poll_yields = 0;
+    uint64_t poll_sleep_us = 0;
     // The first case's first_batch_us: the run's first transfers.
     double first_transfer_us = 0;
     // Empty when every case passed.

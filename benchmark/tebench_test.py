@@ -75,6 +75,8 @@ def check_flag_errors(tebench):
         (["--duration=0"], "--duration=0 must be positive"),
         (["--warmup_duration=-0.5"],
          "--warmup_duration=-0.5 must be zero or positive"),
+        (["--poll_sleep_us=1000001"],
+         "--poll_sleep_us=1000001 exceeds 1000000"),
     ]
     for args, message in cases:
         rc, _, err = run(tebench, args)
@@ -134,6 +136,8 @@ def check_json_rows(path, table_rows):
     assert report["run"]["op"] == "mix", report["run"]
     assert report["run"]["transport"] == XPORT, report["run"]
     assert report["run"]["warmup_duration_s"] == 0.05, report["run"]
+    assert report["run"]["poll_yields"] == 3, report["run"]
+    assert report["run"]["poll_sleep_us"] == 7, report["run"]
     rows = report["rows"]
     assert [(r["block_size"], r["batch_size"], r["threads"]) for r in rows] \
         == table_rows, (rows, table_rows)
@@ -158,6 +162,7 @@ def check_consistency_run(tebench):
                 "--start_batch_size=2", "--max_batch_size=4",
                 "--start_num_threads=1", "--max_num_threads=2",
                 "--duration=0.5", "--warmup_duration=0.05",
+                "--poll_yields=3", "--poll_sleep_us=7",
                 "--json_out=" + json_out])
             assert rc == 0, (rc, out, err)
             # The first case (4096 B, batch 2, 1 thread) opens the table.

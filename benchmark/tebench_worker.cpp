@@ -228,11 +228,15 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
             break;
         }
         // Spin briefly for the low-latency case, then back off so that the
-        // poller does not starve the transport's own threads.
-        if (polls < 64) {
+        // poller does not starve the transport's own threads. On a host
+        // with few cores this choice moves the transports by different
+        // amounts (docs/performance.md, "The poller's share"), so it is
+        // a flag.
+        if (polls < ctx.options.poll_yields) {
             std::this_thread::yield();
-        } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        } else if (ctx.options.poll_sleep_us > 0) {
+            std::this_thread::sleep_for(
+                std::chrono::microseconds(ctx.options.poll_sleep_us));
         }
     }
     out.latency_us =
