@@ -8,6 +8,7 @@ usage: bench_recheck.py [--results=bench/results.json] [--rounds=5]
                         [--limit=0.9] [--duration=1] [--warmup=0.5]
                         [--out=bench/recheck.json] [--list]
                         [--what=all|cases|steps]
+                        [--tebench_arg=--flag=value ...]
 
 bench.sh measures each block size as one tebench process per transport that
 sweeps ten cases, and keeps each case's median of ROUNDS rounds. A row
@@ -27,6 +28,9 @@ the softmpcomm in $SOFT_PREFIX (default .prefix/softmpcomm), through
 scripts/tebench_pair.sh. --list prints the cases and runs nothing. Given
 an earlier recheck's --out file as --results, it measures again the cases
 and steps that file left under the limit (write it to another --out).
+Each --tebench_arg goes to every tebench initiator after bench.sh's flags,
+for both transports alike (e.g. --tebench_arg=--poll_yields=0 to measure
+the misses under another poll loop); the output records them.
 """
 import argparse
 import json
@@ -140,7 +144,8 @@ def run_tebench(args, xport, op, block, batches, threads, what):
                "--start_num_threads=%d" % threads[0],
                "--max_num_threads=%d" % threads[1],
                "--duration=%s" % args.duration,
-               "--warmup_duration=%s" % args.warmup, "--json_out=" + out]
+               "--warmup_duration=%s" % args.warmup, "--json_out=" + out
+               ] + args.tebench_arg
         done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
         try:
@@ -240,10 +245,15 @@ def main():
     p.add_argument("--list", action="store_true")
     p.add_argument("--what", choices=("all", "cases", "steps"),
                    default="all")
+    p.add_argument("--tebench_arg", action="append", default=[])
     args = p.parse_args()
     if args.rounds < 1:
         sys.exit("bench_recheck: --rounds must be at least 1, got %d" %
                  args.rounds)
+    for extra in args.tebench_arg:
+        if not extra.startswith("--"):
+            sys.exit("bench_recheck: --tebench_arg=%s is not a tebench "
+                     "flag (--name=value)" % extra)
     try:
         with open(args.results) as f:
             results = json.load(f)
@@ -291,7 +301,8 @@ def main():
     with open(args.out, "w") as f:
         json.dump({"results": args.results, "rounds": args.rounds,
                    "limit": args.limit, "duration_s": float(args.duration),
-                   "warmup_s": float(args.warmup), "held": held,
+                   "warmup_s": float(args.warmup),
+                   "tebench_args": args.tebench_arg, "held": held,
                    "steps_held": steps_held, "cases": case_report,
                    "steps": step_report}, f, indent=1)
 

@@ -2,9 +2,12 @@
 """Unit tests of scripts/bench_recheck.py's choice of cases and tcp steps
 and of its verdicts.
 Run by ctest as tent_bench_recheck_test."""
+import argparse
+import json
 import os
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "scripts"))
@@ -137,6 +140,40 @@ class Verdict(unittest.TestCase):
         v = bench_recheck.verdict([], [], 0.9)
         self.assertEqual(v["ratios"], [])
         self.assertFalse(v["holds"])
+
+
+class TebenchCommand(unittest.TestCase):
+    def test_extra_arguments_follow_the_sweep_flags(self):
+        seen = []
+
+        def fake_run(cmd, **kwargs):
+            seen.append(cmd)
+            out = [a for a in cmd if a.startswith("--json_out=")][0]
+            with open(out.split("=", 1)[1], "w") as f:
+                json.dump({"ok": True, "rows": [{"bw_gbps": 3.5}]}, f)
+            return mock.Mock(returncode=0, stdout="")
+
+        args = argparse.Namespace(
+            duration="1", warmup="0.5",
+            tebench_arg=["--poll_yields=0", "--poll_sleep_us=0"])
+        with mock.patch.object(bench_recheck.subprocess, "run", fake_run):
+            bw = bench_recheck.run_case(args, "mpcomm",
+                                        ("write", 262144, 8, 1))
+        self.assertEqual(bw, 3.5)
+        cmd = seen[0]
+        self.assertEqual(cmd[-2:], ["--poll_yields=0", "--poll_sleep_us=0"])
+        self.assertIn("--max_batch_size=8", cmd)
+        self.assertTrue(cmd[-3].startswith("--json_out="))
+
+    def test_an_argument_that_is_not_a_flag_is_refused(self):
+        argv = ["bench_recheck.py", "--tebench_arg=poll_yields=0"]
+        with mock.patch.object(sys, "argv", argv):
+            with self.assertRaises(SystemExit) as stop:
+                bench_recheck.main()
+        self.assertEqual(
+            str(stop.exception),
+            "bench_recheck: --tebench_arg=poll_yields=0 is not a tebench "
+            "flag (--name=value)")
 
 
 if __name__ == "__main__":
