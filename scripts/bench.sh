@@ -31,7 +31,9 @@
 # case's fresh threads, run several times slower for their first tenths
 # of a second, which a 0.1 s case would measure instead of the transport),
 # ROUNDS (full mode: sweeps of every pair; default 3, and each row of the
-# table is its case's median round).
+# table is its case's median round), TEBENCH_ARGS (more tebench flags for
+# every initiator of both transports, e.g. '--poll_yields=0'; recorded in
+# results.json).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 
@@ -39,7 +41,7 @@ QUICK=0
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,34p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "bench: unknown argument '$arg' (expected --quick)" >&2; exit 2 ;;
   esac
 done
@@ -156,8 +158,9 @@ run_pair() {  # <xport> <op> <first batch> <last batch> <first block> <last bloc
     --max_block_size="$s1" --start_batch_size="$b0" \
     --max_batch_size="$b1" --start_num_threads=1 \
     --max_num_threads=$MAX_THREADS --duration="$DURATION" \
-    --warmup_duration="$WARMUP" --json_out="$json"
+    --warmup_duration="$WARMUP" --json_out="$json" "${EXTRA_TEBENCH_ARGS[@]}"
 }
+read -r -a EXTRA_TEBENCH_ARGS <<<"${TEBENCH_ARGS:-}"
 # Rounds are the outer loop, so a case's rounds lie minutes apart, in
 # different phases of the host; the pair's order flips at every size and
 # every round.
@@ -269,4 +272,5 @@ step "tent_provider_overhead (us per request over softmpcomm)"
 # --- report -----------------------------------------------------------------
 step "report ($MODE mode, measurements took ${SECONDS} s)"
 python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
-  --mode="$MODE" --duration="$DURATION" --warmup="$WARMUP" --seconds="$SECONDS"
+  --mode="$MODE" --duration="$DURATION" --warmup="$WARMUP" --seconds="$SECONDS" \
+  --tebench_args="${TEBENCH_ARGS:-}"

@@ -455,6 +455,7 @@ def main():
     ap.add_argument("--mode", required=True)
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--warmup", type=float, default=0.0)
+    ap.add_argument("--tebench_args", default="")
     ap.add_argument("--seconds", type=int, required=True)
     args = ap.parse_args()
 
@@ -518,6 +519,7 @@ def main():
                  "kernel": platform.release()},
         "tebench_case_duration_s": args.duration,
         "tebench_case_warmup_s": args.warmup,
+        "tebench_args": args.tebench_args.split(),
         "measurement_seconds": args.seconds,
         "tebench_rounds": rounds,
         "tebench": rows,
