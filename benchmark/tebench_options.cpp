@@ -63,9 +63,9 @@ DEFINE_string(json_out, "",
               "op, transport and all columns) and the first transfer's "
               "latency to this file as JSON. Empty: no file.");
 DEFINE_uint64(poll_yields, 64,
-              "Polls of a batch after which the submitting thread yields "
-              "the CPU (sched_yield) before polling again; later polls "
-              "sleep --poll_sleep_us.");
+              "While its batch is in flight, the submitting thread yields "
+              "the CPU (sched_yield) after each of its first N polls, and "
+              "sleeps --poll_sleep_us after each later one.");
 DEFINE_uint64(poll_sleep_us, 20,
               "Microseconds the submitting thread sleeps between polls once "
               "--poll_yields polls went by; 0: it polls again at once, "
