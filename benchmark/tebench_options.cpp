@@ -173,6 +173,15 @@ Status checkRange(const char* start_flag, uint64_t start, const char* max_flag,
     return Status::OK();
 }
 
+Status checkAtMost(const char* flag, uint64_t value, uint64_t max) {
+    if (value > max) {
+        return Status::InvalidArgument(std::string("--") + flag + "=" +
+                                       std::to_string(value) + " exceeds " +
+                                       std::to_string(max));
+    }
+    return Status::OK();
+}
+
 }  // namespace
 
 const char* opTypeName(OpType op) {
@@ -251,11 +260,9 @@ Status parseOptions(BenchOptions& options) {
     }
     CHECK_STATUS(checkRange("start_num_threads", FLAGS_start_num_threads,
                             "max_num_threads", FLAGS_max_num_threads));
-    if (FLAGS_max_num_threads > kMaxThreads) {
-        return Status::InvalidArgument(
-            "--max_num_threads=" + std::to_string(FLAGS_max_num_threads) +
-            " exceeds " + std::to_string(kMaxThreads));
-    }
+    // checkRange() made it positive.
+    CHECK_STATUS(
+        checkAtMost("max_num_threads", FLAGS_max_num_threads, kMaxThreads));
     options.start_block_size = FLAGS_start_block_size;
     options.max_block_size = FLAGS_max_block_size;
     options.start_batch_size = FLAGS_start_batch_size;
@@ -278,11 +285,8 @@ Status parseOptions(BenchOptions& options) {
             "--transfer_timeout_s=" + formatSeconds(FLAGS_transfer_timeout_s) +
             " must be positive");
     }
-    if (FLAGS_poll_sleep_us > kMaxPollSleepUs) {
-        return Status::InvalidArgument(
-            "--poll_sleep_us=" + std::to_string(FLAGS_poll_sleep_us) +
-            " exceeds " + std::to_string(kMaxPollSleepUs));
-    }
+    CHECK_STATUS(
+        checkAtMost("poll_sleep_us", FLAGS_poll_sleep_us, kMaxPollSleepUs));
     options.poll_yields = FLAGS_poll_yields;
     options.poll_sleep_us = FLAGS_poll_sleep_us;
     options.duration_s = FLAGS_duration;

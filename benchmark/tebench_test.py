@@ -75,6 +75,7 @@ def check_flag_errors(tebench):
         (["--duration=0"], "--duration=0 must be positive"),
         (["--warmup_duration=-0.5"],
          "--warmup_duration=-0.5 must be zero or positive"),
+        (["--max_num_threads=2000"], "--max_num_threads=2000 exceeds 1024"),
         (["--poll_sleep_us=1000001"],
          "--poll_sleep_us=1000001 exceeds 1000000"),
     ]
