@@ -30,11 +30,15 @@ an earlier recheck's --out file as --results, it measures again the cases
 and steps that file left under the limit (write it to another --out).
 Each --tebench_arg goes to every tebench initiator after bench.sh's flags,
 for both transports alike (e.g. --tebench_arg=--poll_yields=0 to measure
-the misses under another poll loop); the output records them.
+the misses under another poll loop); the output records them, and the
+host it measured on (name and cores). To measure this host's misses on
+another host, scripts/pack_bench.sh packs this script, tebench and its
+libraries into one folder that runs there.
 """
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -277,8 +281,11 @@ def main():
         cases = []
     if args.what == "cases":
         steps = []
-    print("bench_recheck: %s: %d case(s) and %d tcp step(s) %s %.2fx" %
-          (args.results, len(cases), len(steps), what, args.limit))
+    host = {"name": platform.node(), "cpus": os.cpu_count()}
+    print("bench_recheck: %s: %d case(s) and %d tcp step(s) %s %.2fx; "
+          "measuring on %s (%d cores)" %
+          (args.results, len(cases), len(steps), what, args.limit,
+           host["name"], host["cpus"]))
     for case, ratio in cases:
         print("  %-34s %.2fx" % (describe(case), ratio))
     for op, low, high, ratio in steps:
@@ -299,7 +306,8 @@ def main():
           (held, len(cases), steps_held, len(steps), args.limit,
            args.rounds, time.time() - start))
     with open(args.out, "w") as f:
-        json.dump({"results": args.results, "rounds": args.rounds,
+        json.dump({"results": args.results, "host": host,
+                   "rounds": args.rounds,
                    "limit": args.limit, "duration_s": float(args.duration),
                    "warmup_s": float(args.warmup),
                    "tebench_args": args.tebench_arg, "held": held,
