@@ -50,32 +50,32 @@ if [ ! -x "$TEBENCH" ]; then
   exit 1
 fi
 
-LIB="$DEST/.prefix/softmpcomm/lib"
-# DEST is replaced whole, so only an empty folder or an earlier pack is.
-if [ -e "$DEST" ] && [ -n "$(ls -A "$DEST" 2>/dev/null)" ] &&
-  [ ! -f "$DEST/build-mpcomm/benchmark/tebench" ]; then
-  echo "pack_bench: $DEST exists and is not a pack; name a new folder" >&2
-  exit 1
-fi
-rm -rf "$DEST"
-mkdir -p "$DEST/scripts" "$DEST/build-mpcomm/benchmark" "$LIB"
-cp "$TEBENCH" "$DEST/build-mpcomm/benchmark/"
-for s in bench_recheck.py bench_report.py tebench_pair.sh; do
-  cp "$ROOT/scripts/$s" "$DEST/scripts/"
-done
-if [ -f "$ROOT/bench/results.json" ]; then
-  mkdir -p "$DEST/bench"
-  cp "$ROOT/bench/results.json" "$DEST/bench/"
-fi
-
-# Every library the loader resolves for tebench here, softmpcomm's first.
-# glibc's own stay behind: they must match the other host's loader.
+# Every library the loader resolves for tebench here, softmpcomm's first
+# (copied below, all but glibc's own, which must match the other host's
+# loader).
 deps="$(LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$TEBENCH")"
 if grep -q 'not found' <<<"$deps"; then
   echo "pack_bench: tebench has unresolved libraries:" >&2
   grep 'not found' <<<"$deps" >&2
   exit 1
 fi
+
+LIB="$DEST/.prefix/softmpcomm/lib"
+# DEST is deleted and made again, so it must be absent, empty or a pack.
+if [ -e "$DEST" ] && [ -n "$(ls -A "$DEST" 2>/dev/null)" ] &&
+  [ ! -f "$DEST/build-mpcomm/benchmark/tebench" ]; then
+  echo "pack_bench: $DEST exists and is not a pack; name a new folder" >&2
+  exit 1
+fi
+rm -rf "$DEST"
+# bench/ also holds bench_recheck.py's default --out.
+mkdir -p "$DEST/scripts" "$DEST/build-mpcomm/benchmark" "$DEST/bench" "$LIB"
+cp "$TEBENCH" "$DEST/build-mpcomm/benchmark/"
+for s in bench_recheck.py bench_report.py tebench_pair.sh; do
+  cp "$ROOT/scripts/$s" "$DEST/scripts/"
+done
+[ -f "$ROOT/bench/results.json" ] && cp "$ROOT/bench/results.json" "$DEST/bench/"
+
 count=0
 while read -r name path; do
   case "$name" in
