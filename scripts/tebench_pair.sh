@@ -8,7 +8,9 @@
 # processes get distinct MPCOMM_TCP_PORTs outside 15000-17000, where the TENT
 # RPC server takes its ports. Exits with the initiator's status; for mpcomm
 # it also fails when the logs lack the guide's confirmation lines.
-# Env: TOTAL_BUFFER_SIZE (default 64 MiB), LOGDIR (default: a temp dir).
+# Env: TOTAL_BUFFER_SIZE (default 64 MiB), LOGDIR (default: a temp dir),
+# TEBENCH_PAIR_PORT (the target's MPCOMM_TCP_PORT, the initiator's is the
+# next; default 18000 + 2 x (pid % 6000), for callers that own a range).
 set -uo pipefail
 
 TEBENCH="$1"
@@ -27,7 +29,11 @@ XPORTS="\"transports\":{$GATES,\"rdma\":{\"enable\":false},\"shm\":{\"enable\":f
 CONF="{\"rpc_server_hostname\":\"127.0.0.1\",$XPORTS}"
 
 # Handshake ports: per run, below the ephemeral range, outside 15000-17000.
-TARGET_MPCOMM_PORT=$((18000 + ($$ % 6000) * 2))
+TARGET_MPCOMM_PORT="${TEBENCH_PAIR_PORT:-$((18000 + ($$ % 6000) * 2))}"
+if ! [[ "$TARGET_MPCOMM_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || [ "$TARGET_MPCOMM_PORT" -gt 65534 ]; then
+  echo "tebench_pair: TEBENCH_PAIR_PORT must be a port in [1, 65534], got '$TARGET_MPCOMM_PORT'" >&2
+  exit 2
+fi
 INITIATOR_MPCOMM_PORT=$((TARGET_MPCOMM_PORT + 1))
 
 MC_TENT_CONF="$CONF" MPCOMM_TCP_PORT=$TARGET_MPCOMM_PORT \

@@ -7,7 +7,9 @@ Packs the build's tebench with --no-build into a temporary folder, checks
 that every shared library tebench loads from the pack is the pack's own
 (glibc's aside), and runs a one-round bench_recheck.py of one case from
 the pack with none of the build's paths in its environment: both
-transports move bytes and the output records the host. Also checks the
+transports move bytes and the output records the host. The packed
+tebench_pair.sh runs a pair on the port TEBENCH_PAIR_PORT names and
+refuses one that is not a port. Also checks the
 script's refusals: an unknown flag, a build without tebench, and a
 destination that holds something other than an earlier pack.
 """
@@ -35,10 +37,15 @@ def pack(dest, build_on=BUILD_ON, extra=()):
 
 
 def bare_env():
-    """This environment without the build's paths, as on another host."""
+    """This environment without the build's paths, as on another host.
+    The pair's MPComm ports come from 32000-32767, which no other suite
+    takes (tests/two_process_fixture.h, tests/mpcomm_recovery_test.cpp,
+    benchmark/tebench_test.py and scripts/chaos.sh list theirs), so that
+    ctest -j cannot hand the same port to two processes."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("BUILD_ON", "SOFT_PREFIX", "LD_LIBRARY_PATH")}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["TEBENCH_PAIR_PORT"] = str(32000 + (os.getpid() % 383) * 2)
     return env
 
 
@@ -115,6 +122,34 @@ class PackBench(unittest.TestCase):
         self.assertEqual(len(case["tcp_gbps"]), 1)
         self.assertGreater(case["mpcomm_gbps"][0], 0)
         self.assertGreater(case["tcp_gbps"][0], 0)
+
+    def test_the_packed_pair_takes_the_port_it_is_given(self):
+        env = dict(bare_env(),
+                   LD_LIBRARY_PATH=self.lib, TOTAL_BUFFER_SIZE=str(1 << 22))
+        port = int(env["TEBENCH_PAIR_PORT"])
+        done = subprocess.run(
+            ["bash", os.path.join(self.dest, "scripts", "tebench_pair.sh"),
+             os.path.join(self.dest, "build-mpcomm", "benchmark", "tebench"),
+             "mpcomm", "--op_type=write", "--start_block_size=65536",
+             "--max_block_size=65536", "--max_batch_size=1",
+             "--max_num_threads=1", "--duration=0.1",
+             "--warmup_duration=0"],
+            cwd=self.tmp, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stdout)
+        self.assertIn("(pid ", done.stdout)
+        self.assertIn("MPCOMM_TCP_PORT=%d)" % port, done.stdout)
+        self.assertIn("MpcommTransport: Installed successfully", done.stdout)
+        for bad in ("abc", "0", "65535"):
+            env["TEBENCH_PAIR_PORT"] = bad
+            done = subprocess.run(
+                ["bash", os.path.join(self.dest, "scripts",
+                                      "tebench_pair.sh"), "unused", "mpcomm"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, timeout=30)
+            self.assertEqual(done.returncode, 2, bad)
+            self.assertIn("tebench_pair: TEBENCH_PAIR_PORT must be a port in "
+                          "[1, 65534], got '%s'" % bad, done.stdout)
 
     def test_refuses_an_unknown_flag(self):
         done = pack(os.path.join(self.tmp, "never"), extra=["--bogus"])
