@@ -56,6 +56,8 @@ class PackBench(unittest.TestCase):
         cls.dest = os.path.join(cls.tmp, "pack")
         cls.done = pack(cls.dest)
         cls.lib = os.path.join(cls.dest, ".prefix", "softmpcomm", "lib")
+        cls.tebench = os.path.join(cls.dest, "build-mpcomm", "benchmark",
+                                   "tebench")
 
     @classmethod
     def tearDownClass(cls):
@@ -78,8 +80,7 @@ class PackBench(unittest.TestCase):
     def test_every_library_but_glibc_loads_from_the_pack(self):
         env = dict(bare_env(), LD_LIBRARY_PATH=self.lib)
         out = subprocess.run(
-            ["ldd", os.path.join(self.dest, "build-mpcomm", "benchmark",
-                                 "tebench")],
+            ["ldd", self.tebench],
             env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
         self.assertNotIn("not found", out)
         resolved = [line.split() for line in out.splitlines()
@@ -129,7 +130,7 @@ class PackBench(unittest.TestCase):
         port = int(env["TEBENCH_PAIR_PORT"])
         done = subprocess.run(
             ["bash", os.path.join(self.dest, "scripts", "tebench_pair.sh"),
-             os.path.join(self.dest, "build-mpcomm", "benchmark", "tebench"),
+             self.tebench,
              "mpcomm", "--op_type=write", "--start_block_size=65536",
              "--max_block_size=65536", "--max_batch_size=1",
              "--max_num_threads=1", "--duration=0.1",
