@@ -88,9 +88,10 @@ class Transport {
 };
 
 // One row per transport compiled into this tree. The engine walks this
-// table in getSupportedTransports() order, consults the `config_gate`
+// table in getSupportedTransports() order, consults the row's config gate
 // (transports/<name>/enable, default `enabled_by_default`) and installs
-// what `factory` builds.
+// what `factory` builds. The rows live in the runtime's transport loader,
+// the only runtime file that names a concrete transport.
 struct TransportEntry {
     const char* name;
     TransportType type;
