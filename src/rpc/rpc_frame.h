@@ -1,4 +1,5 @@
-// Length-prefixed frames for the p2p metadata RPC.
+// Length-prefixed frames for the framed-JSON RPC (the p2p metadata plane's
+// transport; the ops themselves belong to their callers).
 //
 // A frame is a 4-byte big-endian payload length followed by the payload, a
 // compact JSON object. Requests carry {"op": "<name>", ...}; replies are
@@ -16,8 +17,6 @@
 #include "tent/common/status.h"
 
 namespace mooncake::tent {
-
-inline constexpr const char* kOpGetSegmentDesc = "GetSegmentDesc";
 
 inline constexpr size_t kFrameHeaderBytes = 4;
 

@@ -1,3 +1,8 @@
+// ControlService and P2PSegmentFetcher: the p2p metadata plane. The
+// runtime owns what is asked and answered (the GetSegmentDesc op, the
+// segment descriptor JSON); src/rpc/ only frames and serves the bytes.
+#include "tent/runtime/control_plane.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -7,7 +12,6 @@
 #include "net/stream_server.h"
 #include "rpc/rpc_frame.h"
 #include "rpc/rpc_server.h"
-#include "tent/runtime/control_plane.h"
 
 namespace mooncake::tent {
 

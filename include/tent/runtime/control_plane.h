@@ -9,6 +9,10 @@
 // refused and logged, the connection is closed, and the server keeps
 // serving others. Idle and trickling clients are dropped by the rpc/* keys
 // configure() reads (docs/reliability.md).
+//
+// Implemented in src/runtime/control_plane.cpp: the runtime serves and
+// fetches descriptors over src/rpc/ (frames and the server), which knows
+// nothing of segments.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,11 @@
 namespace mooncake::tent {
 
 class RpcServer;
+
+// The control plane's one request, {"op":"GetSegmentDesc"}; the reply is
+// {"status":"ok","segment":<descriptor>}. The RPC layer (src/rpc/) carries
+// ops by name and knows none of them.
+inline constexpr const char* kOpGetSegmentDesc = "GetSegmentDesc";
 
 class ControlService {
  public:
