@@ -28,9 +28,9 @@
 # tcp, back to back, and prints both tables (read, 64 KiB..1 MiB, batch 16,
 # 2 threads, 3 s cases; flags after --compare are passed to tebench and
 # override these); it touches nothing under bench/.
-# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1),
-# WARMUP (uncounted seconds before each case's window; default 0.5,
-# --quick 0.1: on this class of host a fresh pair of processes, and each
+# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1,
+# --compare 3), WARMUP (uncounted seconds before each case's window;
+# default 0.5, --quick 0.1: on this class of host a fresh pair of processes, and each
 # case's fresh threads, run several times slower for their first tenths
 # of a second, which a 0.1 s case would measure instead of the transport),
 # ROUNDS (full mode: sweeps of every pair; default 3, and each row of the
