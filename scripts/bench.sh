@@ -2,6 +2,7 @@
 # One command for this host's performance picture, in a single run:
 #
 #   scripts/bench.sh [--quick]
+#   scripts/bench.sh --compare [tebench flags...]
 #
 # Builds what it needs (softmpcomm, tebench, tent_memcpy_bw,
 # tent_transport_overhead and tent_provider_overhead in the USE_MPCOMM=ON
@@ -16,8 +17,6 @@
 #     ucx-utils with apt-get when missing; skipped with a note when that
 #     fails);
 #   - memcpy of the same block sizes (tent_memcpy_bw);
-#   - a plain loopback TCP request/response of each block size
-#     (scripts/loopback_rr.py: the host's own per-size shape, no TENT);
 #   - tent_transport_overhead (ns per request through MpcommTransport);
 #   - tent_provider_overhead (us per request over softmpcomm, through the
 #     transport and with the provider's calls made directly);
@@ -25,9 +24,13 @@
 # and to memcpy), writes bench/results.json and plots GB/s against block
 # size into bench/gbps_vs_block.png. Raw outputs stay in bench/raw/.
 # --quick finishes in under 3 minutes on a 2-core host once built.
-# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1),
-# WARMUP (uncounted seconds before each case's window; default 0.5,
-# --quick 0.1: on this class of host a fresh pair of processes, and each
+# --compare runs only tebench, the same cases over mpcomm and then over
+# tcp, back to back, and prints both tables (read, 64 KiB..1 MiB, batch 16,
+# 2 threads, 3 s cases; flags after --compare are passed to tebench and
+# override these); it touches nothing under bench/.
+# Env: JOBS, DURATION (seconds per tebench case; default 1, --quick 0.1,
+# --compare 3), WARMUP (uncounted seconds before each case's window;
+# default 0.5, --quick 0.1: on this class of host a fresh pair of processes, and each
 # case's fresh threads, run several times slower for their first tenths
 # of a second, which a 0.1 s case would measure instead of the transport),
 # ROUNDS (full mode: sweeps of every pair; default 3, and each row of the
@@ -37,14 +40,41 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 
+# The comment block above, without its '#'.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+
 QUICK=0
-for arg in "$@"; do
-  case "$arg" in
+COMPARE=0
+COMPARE_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) echo "bench: unknown argument '$arg' (expected --quick)" >&2; exit 2 ;;
+    --compare) COMPARE=1; shift; COMPARE_ARGS=("$@"); break ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench: unknown argument '$1' (expected --quick or --compare)" >&2; exit 2 ;;
   esac
+  shift
 done
+if [ $QUICK -eq 1 ] && [ $COMPARE -eq 1 ]; then
+  echo "bench: --quick and --compare are separate modes; pick one" >&2
+  exit 2
+fi
+
+if [ $COMPARE -eq 1 ]; then
+  # Only tebench: no reference tools, no report, bench/ left as it is.
+  "$ROOT/scripts/install_deps.sh"
+  build_softmpcomm
+  build_on tebench
+  FLAGS=(--op_type=read --start_block_size=65536 --max_block_size=1048576
+         --start_batch_size=16 --max_batch_size=16
+         --start_num_threads=2 --max_num_threads=2 --duration="${DURATION:-3}")
+  for xport in mpcomm tcp; do
+    step "tebench over $xport"
+    "$ROOT/scripts/tebench_pair.sh" "$BUILD_ON/benchmark/tebench" "$xport" \
+      "${FLAGS[@]}" "${COMPARE_ARGS[@]}"
+  done
+  exit 0
+fi
 
 START_BLOCK=65536
 MAX_BLOCK=67108864
@@ -196,13 +226,6 @@ step "memcpy, $START_BLOCK..$MAX_BLOCK bytes"
 "$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
   --max_block_size=$MAX_BLOCK --duration="$DURATION" | tee "$RAW/memcpy.txt"
 
-# --- plain socket request/response -----------------------------------------
-sizes=""
-for ((s = START_BLOCK; s <= MAX_BLOCK; s *= 2)); do sizes+="${sizes:+,}$s"; done
-step "loopback request/response (one connection, one request in flight), $START_BLOCK..$MAX_BLOCK bytes"
-python3 "$ROOT/scripts/loopback_rr.py" --sizes="$sizes" --seconds="$DURATION" \
-  | tee "$RAW/loopback_rr.txt"
-
 # --- iperf3 -----------------------------------------------------------------
 for streams in 1 2; do
   step "iperf3 loopback, $streams stream(s), 1 MiB writes, ${IPERF_SECONDS} s"
@@ -274,3 +297,6 @@ step "report ($MODE mode, measurements took ${SECONDS} s)"
 python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
   --mode="$MODE" --duration="$DURATION" --warmup="$WARMUP" --seconds="$SECONDS" \
   --tebench_args="${TEBENCH_ARGS:-}"
+
+# --- cost step (instructions per request) ----------------------------------
+# After the bandwidth table: scripts/cost_count.sh (callgrind) runs here.

@@ -8,8 +8,7 @@ usage: bench_report.py --raw=DIR --out=DIR --mode=quick|full
 Reads, from --raw: tebench_<xport>_<op>_b<first>-<last>[_s<block>[_r<n>]].json
 (tebench --json_out; full mode runs each block size apart, in rounds, and a
 row is the round with the median bandwidth), memcpy.txt
-(tent_memcpy_bw), loopback_rr.txt (scripts/loopback_rr.py),
-iperf3_P<n>.json (iperf3 -J), ucx_<test>_<size>.txt (ucx_perftest) or
+(tent_memcpy_bw), iperf3_P<n>.json (iperf3 -J), ucx_<test>_<size>.txt (ucx_perftest) or
 ucx_skipped.txt, overhead.json and provider_overhead.json (Google
 Benchmark). Writes --out/results.json, --out/table.txt,
 --out/gbps_vs_block.png (through gnuplot) and the data it plots.
@@ -101,20 +100,6 @@ def load_memcpy(raw):
         for line in f:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "memcpy":
-                out[int(parts[1])] = float(parts[2])
-    return out
-
-
-def load_loopback_rr(raw):
-    """{size: GB/s} of scripts/loopback_rr.py; empty for older raw dirs."""
-    out = {}
-    path = os.path.join(raw, "loopback_rr.txt")
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 4 and parts[0] == "rr":
                 out[int(parts[1])] = float(parts[2])
     return out
 
@@ -211,7 +196,7 @@ def fmt(v, width=7, digits=2):
         width, "-")
 
 
-def build(rows, memcpy, iperf3, ucx, rr):
+def build(rows, memcpy, iperf3, ucx):
     """One entry per (block, batch, threads): every series side by side."""
     table = {}
     for r in rows:
@@ -224,12 +209,11 @@ def build(rows, memcpy, iperf3, ucx, rr):
     for xport, op in SERIES:
         name = "%s %s" % (xport, op)
         head += " | %-21s" % name
-    head += " | %7s %7s | %7s %7s %7s" % ("ucx put", "ucx get", "memcpy",
-                                            "sock rr", "iperf3")
+    head += " | %7s %7s | %7s %7s" % ("ucx put", "ucx get", "memcpy",
+                                        "iperf3")
     sub = "%9s %5s %3s" % ("(bytes)", "", "")
     sub += " | %7s %6s %6s" % ("GB/s", "/ip3", "/mcp") * len(SERIES)
-    sub += " | %7s %7s | %7s %7s %7s" % ("GB/s", "GB/s", "GB/s", "GB/s",
-                                          "GB/s")
+    sub += " | %7s %7s | %7s %7s" % ("GB/s", "GB/s", "GB/s", "GB/s")
     lines += [head, sub, "-" * len(sub)]
     for key in sorted(table):
         block, batch, threads = key
@@ -242,11 +226,10 @@ def build(rows, memcpy, iperf3, ucx, rr):
                 line += " | %s %s %s" % (fmt(r["bw_gbps"], 7, 3),
                                           fmt(r["ratio_iperf3"], 6),
                                           fmt(r["ratio_memcpy"], 6))
-        line += " | %s %s | %s %s %s" % (
+        line += " | %s %s | %s %s" % (
             fmt(ucx.get(("ucp_put_bw", block)), 7, 3),
             fmt(ucx.get(("ucp_get", block)), 7, 3),
-            fmt(memcpy.get(block), 7, 3), fmt(rr.get(block), 7, 3),
-            fmt(iperf3.get(threads), 7, 3))
+            fmt(memcpy.get(block), 7, 3), fmt(iperf3.get(threads), 7, 3))
         lines.append(line)
     return lines
 
@@ -283,9 +266,11 @@ def goal_cases(rows):
     return cases
 
 
-def bandwidth_goals(rows, iperf3, rr):
-    """Issue 9's bandwidth goals over 256 KiB..64 MiB, per op: each row, and
-    each block size's best row (the plot's view), against its limit."""
+def bandwidth_goals(rows, iperf3):
+    """The bandwidth goals over 256 KiB..64 MiB, per op: mpcomm against tcp
+    case by case, mpcomm against iperf3 with two streams, and no tcp step
+    from one block size to the next falling more than 10 %. Each ratio goal
+    is counted per row and per block size's best row (the plot's view)."""
     cases = goal_cases(rows)
     ip2 = iperf3.get(2)
     best_all = best_by_block(
@@ -312,8 +297,8 @@ def bandwidth_goals(rows, iperf3, rr):
         steps = [(blocks[i], blocks[i + 1], tcp_best[i + 1] / tcp_best[i])
                  for i in range(len(tcp_best) - 1) if tcp_best[i]]
         for name, limit, rows_v, best_v in (
-                ("mpcomm / tcp, same case", 0.9, per_row_tcp, best_tcp),
-                ("mpcomm / iperf3 2-stream", 0.8, per_row_ip3, best_ip3)):
+                ("mpcomm/tcp, same case", 0.9, per_row_tcp, best_tcp),
+                ("mpcomm/iperf3 2-stream", 0.8, per_row_ip3, best_ip3)):
             out.append({"goal": name, "op": op, "limit": limit,
                         "per_row": summarize(rows_v),
                         "per_row_met": sum(v >= limit for v in rows_v),
@@ -323,15 +308,15 @@ def bandwidth_goals(rows, iperf3, rr):
         falls = [s for s in steps if s[2] < 0.9]
         out.append({"goal": "tcp: no step falls > 10 %", "op": op,
                     "limit": 0.9, "steps": len(steps),
-                    "steps_falling": [{"from": a, "to": b, "ratio": r,
-                                       "loopback_rr_ratio": ratio(
-                                           rr.get(b), rr.get(a))}
+                    "steps_falling": [{"from": a, "to": b, "ratio": r}
                                       for a, b, r in falls]})
     return out
 
 
 def overhead_goals(overhead):
-    """Ratios of tent_transport_overhead's rows that issue 9's goals name."""
+    """The ratios between tent_transport_overhead's rows that its goals
+    compare: 1024 buffers and 64 peers against one, the transport against
+    the adapter calls alone, the engine against the transport."""
     rows = {(o["name"], o["buffers"], o["peers"], o["batch"]):
             o["ns_per_request"] for o in overhead}
     out = []
@@ -353,14 +338,12 @@ def overhead_goals(overhead):
 
 
 def goal_lines(bw, ovh, provider, agreement):
-    lines = ["Against issue 9's goals (256 KiB..64 MiB; per row, and each "
-             "block size's best row):"]
+    lines = ["Goals (256 KiB..64 MiB; per row, and each block size's best "
+             "row):"]
     for g in bw:
         if "steps" in g:
             falls = ", ".join(
-                "%s->%s %.2fx%s" % (size(f["from"]), size(f["to"]), f["ratio"],
-                                    " (socket rr %.2fx)" % f["loopback_rr_ratio"]
-                                    if f["loopback_rr_ratio"] else "")
+                "%s->%s %.2fx" % (size(f["from"]), size(f["to"]), f["ratio"])
                 for f in g["steps_falling"]) or "none"
             lines.append("  %-26s %-5s %d of %d steps fall (%s)" % (
                 g["goal"], g["op"], len(g["steps_falling"]), g["steps"],
@@ -402,28 +385,25 @@ def size(n):
     return "%dM" % (n >> 20) if n >= 1 << 20 else "%dK" % (n >> 10)
 
 
-def plot(out_dir, rows, memcpy, iperf3, ucx, rr):
+def plot(out_dir, rows, memcpy, iperf3, ucx):
     """Best GB/s over batch and threads per block size, one line a series."""
     data = os.path.join(out_dir, "gbps_vs_block.dat")
     blocks = sorted({r["block_size"] for r in rows} | set(memcpy))
     best = best_by_block(rows)
-    columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy",
-                                                "loopback_rr"]
+    columns = ["%s_%s" % s for s in SERIES] + ["ucx_put", "ucx_get", "memcpy"]
     with open(data, "w") as f:
         f.write("# block_size " + " ".join(columns) + "  (GB/s; best over "
                 "batch and threads for tebench; NaN = not measured)\n")
         for block in blocks:
             vals = [best.get((xport, op, block)) for xport, op in SERIES]
             vals += [ucx.get(("ucp_put_bw", block)),
-                     ucx.get(("ucp_get", block)), memcpy.get(block),
-                     rr.get(block)]
+                     ucx.get(("ucp_get", block)), memcpy.get(block)]
             f.write("%d %s\n" % (block, " ".join(
                 "NaN" if v is None else "%.4f" % v for v in vals)))
     png = os.path.join(out_dir, "gbps_vs_block.png")
     titles = ["tebench mpcomm read", "tebench mpcomm write",
               "tebench tcp read", "tebench tcp write", "ucx_perftest put (tcp)",
-              "ucx_perftest get (tcp)", "memcpy",
-              "socket request/response (loopback_rr.py)"]
+              "ucx_perftest get (tcp)", "memcpy"]
     plots = ['"%s" using ($1/1024):%d with linespoints title "%s"' %
              (data, i + 2, t) for i, t in enumerate(titles)]
     for streams, gbps in sorted(iperf3.items()):
@@ -465,17 +445,14 @@ def main():
     agreement = round_agreement(rows)
     memcpy = load_memcpy(args.raw)
     iperf3 = load_iperf3(args.raw)
-    rr = load_loopback_rr(args.raw)
     ucx, ucx_note = load_ucx(args.raw)
     overhead = load_overhead(args.raw)
     provider = load_provider(args.raw)
 
-    lines = build(rows, memcpy, iperf3, ucx, rr)
+    lines = build(rows, memcpy, iperf3, ucx)
     lines.append("")
     lines.append("/ip3: ratio to iperf3 loopback with as many streams as "
-                 "threads; /mcp: ratio to memcpy of the block size; sock rr: "
-                 "one loopback connection, one request of the block size in "
-                 "flight, no TENT (scripts/loopback_rr.py).")
+                 "threads; /mcp: ratio to memcpy of the block size.")
     if rounds > 1:
         lines.append("Each tebench figure is the median of %d rounds, "
                      "measured minutes apart (bench/results.json keeps each "
@@ -500,11 +477,11 @@ def main():
                                      p["direct_ns"] / 1e3,
                                      p["transport_ns"] / 1e3,
                                      p["transport_over_direct"]))
-    bw_goals = bandwidth_goals(rows, iperf3, rr)
+    bw_goals = bandwidth_goals(rows, iperf3)
     ovh_goals = overhead_goals(overhead)
     lines.append("")
     lines += goal_lines(bw_goals, ovh_goals, provider, agreement)
-    png = plot(args.out, rows, memcpy, iperf3, ucx, rr)
+    png = plot(args.out, rows, memcpy, iperf3, ucx)
     lines.append("")
     lines.append("plot: %s" % png)
     text = "\n".join(lines) + "\n"
@@ -526,8 +503,6 @@ def main():
         "tebench_first_transfer_us": first,
         "memcpy": [{"block_size": b, "gbps": g}
                    for b, g in sorted(memcpy.items())],
-        "loopback_rr": [{"block_size": b, "gbps": g}
-                        for b, g in sorted(rr.items())],
         "iperf3": [{"streams": s, "write_size": 1 << 20, "gbps": g}
                    for s, g in sorted(iperf3.items())],
         "ucx": [{"test": t, "block_size": s, "gbps": g}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Unit tests of scripts/bench_report.py's rounds: how tebench files of
-several rounds are read, which round a row keeps, and the self-agreement
-figures. Run by ctest as tent_bench_report_test."""
+"""Unit tests of scripts/bench_report.py: how tebench files of several
+rounds are read, which round a row keeps, the self-agreement figures, and
+the goal lines (named by what they compare). Run by ctest as
+tent_bench_report_test."""
 import json
 import os
 import sys
@@ -107,6 +108,55 @@ class RoundAgreement(unittest.TestCase):
         runs = [dict(row("tcp", "read", 1 << 20, 1.0), round=1)]
         self.assertEqual(
             bench_report.round_agreement(bench_report.merge_rounds(runs)), [])
+
+
+class GoalLines(unittest.TestCase):
+    def test_each_goal_is_named_by_what_it_compares(self):
+        mib = 1 << 20
+        rows = [row("mpcomm", "read", mib, 9.0), row("tcp", "read", mib, 10.0),
+                row("mpcomm", "read", mib, 8.0, batch=2),
+                row("tcp", "read", mib, 10.0, batch=2),
+                row("mpcomm", "read", 2 * mib, 12.0),
+                row("tcp", "read", 2 * mib, 8.0),
+                # Below the goals' block range: counted nowhere.
+                row("mpcomm", "read", 65536, 1.0),
+                row("tcp", "read", 65536, 9.0)]
+        goals = bench_report.bandwidth_goals(rows, {1: 4.0, 2: 5.0})
+        lines = bench_report.goal_lines(goals, [], [], [])
+        self.assertEqual(lines, [
+            "Goals (256 KiB..64 MiB; per row, and each block size's best "
+            "row):",
+            "  mpcomm/tcp, same case      read  >= 0.9x: rows 2/3 "
+            "(median 0.90x, min 0.80x); sizes 2/2 (median 1.20x, min 0.90x)",
+            "  mpcomm/iperf3 2-stream     read  >= 0.8x: rows 3/3 "
+            "(median 1.80x, min 1.60x); sizes 2/2 (median 2.10x, min 1.80x)",
+            "  tcp: no step falls > 10 %  read  1 of 1 steps fall "
+            "(1M->2M 0.80x)",
+            "  tcp: no step falls > 10 %  write 0 of 0 steps fall (none)"])
+
+    def test_overhead_ratios_are_named_by_their_cases(self):
+        overhead = [
+            {"name": "BM_TransportWrite", "buffers": 1, "peers": 1,
+             "batch": 1, "ns_per_request": 100.0},
+            {"name": "BM_TransportWrite", "buffers": 1024, "peers": 1,
+             "batch": 1, "ns_per_request": 103.0},
+            {"name": "BM_TransportWrite", "buffers": 1, "peers": 64,
+             "batch": 1, "ns_per_request": 110.0},
+            {"name": "BM_AdapterDirect", "buffers": 0, "peers": 1,
+             "batch": 1, "ns_per_request": 10.0},
+            {"name": "BM_EngineWrite", "buffers": 1, "peers": 1,
+             "batch": 1, "ns_per_request": 180.0}]
+        ovh = bench_report.overhead_goals(overhead)
+        self.assertEqual(ovh, [{"batch": 1, "buffers_1024_over_1": 1.03,
+                                "peers_64_over_1": 1.1,
+                                "peers_64_over_1_one_target": None,
+                                "transport_over_adapter": 10.0,
+                                "engine_over_transport": 1.8}])
+        lines = bench_report.goal_lines([], ovh, [], [])
+        self.assertEqual(lines[1],
+                         "  overhead batch 1   1024/1 buffers 1.03, 64/1 "
+                         "peers 1.10 (one target    -), transport/adapter "
+                         "10.00, engine/transport 1.80")
 
 
 if __name__ == "__main__":
