@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libibverbs-dev libnuma-dev
   pybind11-dev python3-dev python3
-  binutils procps
+  binutils procps valgrind
   clang llvm libclang-rt-dev
 )
 
