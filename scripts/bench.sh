@@ -20,6 +20,9 @@
 #   - tent_transport_overhead (ns per request through MpcommTransport);
 #   - tent_provider_overhead (us per request over softmpcomm, through the
 #     transport and with the provider's calls made directly);
+#   - after the table, instructions per request of tent_transport_overhead's
+#     cases under callgrind (scripts/cost_count.py, into bench/cost.json;
+#     --quick: the transport's budget cases only);
 # and prints one side-by-side table (each of ours also as a ratio to iperf3
 # and to memcpy), writes bench/results.json and plots GB/s against block
 # size into bench/gbps_vs_block.png. Raw outputs stay in bench/raw/.
@@ -299,4 +302,17 @@ python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
   --tebench_args="${TEBENCH_ARGS:-}"
 
 # --- cost step (instructions per request) ----------------------------------
-# After the bandwidth table: scripts/cost_count.sh (callgrind) runs here.
+# tent_transport_overhead's cases counted by callgrind (scripts/cost_count.py):
+# exact per build, unlike the times above. --quick counts the transport's
+# budget cases only (benchmark/cost_budget.json; tent_cost_budget_test holds
+# them in the USE_MPCOMM=OFF build).
+step "instructions per request (callgrind)"
+if command -v valgrind >/dev/null; then
+  cmake --build "$BUILD_ON" -j"$JOBS" --target tent_cost_count
+  COST_CASES=all
+  [ $QUICK -eq 1 ] && COST_CASES=budget
+  python3 "$ROOT/scripts/cost_count.py" "$BUILD_ON" --cases=$COST_CASES \
+    --json "$OUT/cost.json"
+else
+  echo "valgrind is not installed (scripts/install_deps.sh installs it): no instruction counts"
+fi
