@@ -9,10 +9,12 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,16 +127,22 @@ inline std::vector<std::vector<Request>> batchesOf(
 
 // An installed MpcommTransport over InstantMpcommAdapter, with `peers`
 // opened segments that each publish `buffers` buffers of kBlock bytes.
+// `cache_ttl`, when given, replaces the local SegmentManager's default
+// lifetime of a fetched peer descriptor.
 struct World {
     struct Peer {
         SegmentID id = 0;
         std::string name;
     };
 
-    World(int buffers, int peers) {
+    World(int buffers, int peers,
+          std::optional<std::chrono::milliseconds> cache_ttl = std::nullopt) {
         fetcher = std::make_shared<InProcessFetcher>();
         std::string local_name = "127.0.0.1:15999";
-        local_sm = std::make_shared<SegmentManager>(local_name, fetcher);
+        local_sm = cache_ttl
+                       ? std::make_shared<SegmentManager>(local_name, fetcher,
+                                                          *cache_ttl)
+                       : std::make_shared<SegmentManager>(local_name, fetcher);
         fetcher->add(local_name, local_sm);
         for (int p = 0; p < peers; ++p) {
             std::string ip = "10.1." + std::to_string(p / 250) + "." +
@@ -215,8 +223,12 @@ struct World {
 // A TransferEngine whose MPComm transport runs over InstantMpcommAdapter,
 // and `peers` more in this process, each registering the same `buffers`
 // blocks of kBlock bytes (one untouched allocation: nothing is copied).
+// `cache_ttl`, when given, replaces the local engine's
+// metadata/cache_ttl_ms.
 struct EngineWorld {
-    EngineWorld(int buffers, int peers) {
+    EngineWorld(
+        int buffers, int peers,
+        std::optional<std::chrono::milliseconds> cache_ttl = std::nullopt) {
         setTransportFactoryOverride(MPCOMM, [] {
             return std::make_unique<MpcommTransport>(
                 std::make_shared<InstantMpcommAdapter>());
@@ -238,7 +250,12 @@ struct EngineWorld {
             peer_engines.push_back(std::move(engine));
         }
         if (error.empty()) {
-            local = std::make_unique<TransferEngine>(config());
+            std::shared_ptr<Config> conf = config();
+            if (cache_ttl) {
+                conf->set("metadata/cache_ttl_ms",
+                          static_cast<Json::Int64>(cache_ttl->count()));
+            }
+            local = std::make_unique<TransferEngine>(conf);
             error = check(*local, "local engine");
         }
         for (size_t p = 0; p < peer_engines.size() && error.empty(); ++p) {
