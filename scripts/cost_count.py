@@ -152,15 +152,27 @@ def as_json(rows, tolerance, build):
 
 
 def load_budget(path):
-    with open(path) as f:
-        data = json.load(f)
-    budget = {}
-    for entry in data["cases"]:
-        case = (entry["case"], entry["buffers"], entry["peers"],
-                entry["batch"])
-        budget[case_key(case)] = (case, float(entry["instructions_per_request"]))
-    return (budget, float(data.get("tolerance", DEFAULT_TOLERANCE)),
-            data.get("build", "unknown"))
+    """{case key: (case, instructions per request)}, the tolerance and the
+    build the budget was taken from; exits naming the file when it is not
+    a budget."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        budget = {}
+        for entry in data["cases"]:
+            case = (entry["case"], entry["buffers"], entry["peers"],
+                    entry["batch"])
+            limit = float(entry["instructions_per_request"])
+            if limit <= 0:
+                raise ValueError(f"{case_key(case)} has a budget of {limit}")
+            budget[case_key(case)] = (case, limit)
+        if not budget:
+            raise ValueError("no cases")
+        return (budget, float(data.get("tolerance", DEFAULT_TOLERANCE)),
+                data.get("build", "unknown"))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"cost_count: {path} is not a budget: "
+                 f"{type(e).__name__}: {e}")
 
 
 def positive(text):
@@ -205,7 +217,11 @@ def main():
             print(f"note: the budget was taken from a {budget_build} build, "
                   f"this one is {build}: counts differ between compilers "
                   "and flags")
-    figures = measure(driver, cases, args.requests, args.jobs)
+    try:
+        figures = measure(driver, cases, args.requests, args.jobs)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        print(f"cost_count: {e}", file=sys.stderr)
+        return 1
     rows = list(zip(cases, figures))
     limits = None if budget is None else {k: v for k, (_, v) in budget.items()}
     print(f"{DRIVER} ({build}): instructions per request, callgrind")
