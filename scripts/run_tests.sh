@@ -60,6 +60,14 @@ step "ctest (USE_MPCOMM=ON, softmpcomm)"
 TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
 
+step "upstream_check.sh: the units in Mooncake's tree, and Mooncake's own tests of them"
+UPSTREAM="$ROOT/../shared/upstream/mooncake-3b5a594"
+if [ -d "$UPSTREAM" ]; then
+  "$ROOT/scripts/upstream_check.sh" "$UPSTREAM" --build "$BUILD_OFF" --build "$BUILD_ON"
+else
+  echo "run_tests: upstream_check.sh skipped: no Mooncake snapshot at $UPSTREAM (only the project's own machines keep one beside the checkout)"
+fi
+
 if [ "$CHECKS" = none ]; then
   step "CHECKS=none: sanitizer passes and fuzz smoke left out"
   exit 0

@@ -3,6 +3,7 @@
 # checkout's TENT headers, the way they would build in Mooncake's own tree:
 #
 #   scripts/upstream_check.sh <mooncake checkout> [mpcomm include dir]
+#                             [--build <dir>]...
 #
 # Include order: our include/tent/transport/mpcomm/ (the transport's own
 # headers, shadowing any of the checkout's), then the checkout's
@@ -13,19 +14,64 @@
 # the provider-backed adapter (-DUSE_MPCOMM against mpcomm.h from the second
 # argument, default tests/softmpcomm/include).
 #
-# Prints one line per unit with its error count; exits 1 if any is non-zero,
-# 2 on bad arguments.
+# With --build (a build directory of this tree; may be given twice), it
+# also builds and runs the checkout's own tests of the four units,
+# unmodified, against our headers and that build's libtent:
+# tent/tests/mpcomm_boundary_test.cpp against the first build named, and
+# tent/tests/mpcomm_transport_test.cpp against the first USE_MPCOMM=ON
+# build named (else the first), with LD_LIBRARY_PATH at that build's
+# MPCOMM_ROOT/lib so that it moves bytes through the provider. Against a
+# USE_MPCOMM=ON build a skipped test counts as a failure: the provider is
+# there, so nothing may be skipped for want of it.
+#
+# Prints one line per unit with its error count and one per test with its
+# pass/fail/skip counts; exits 1 if any unit has errors or a test does not
+# compile or fails, 2 on bad arguments.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CHECKOUT="${1:-}"
-MPCOMM_INC="${2:-$ROOT/tests/softmpcomm/include}"
 CXX="${CXX:-g++}"
+USAGE="usage: $0 <mooncake checkout> [mpcomm include dir] [--build <dir>]..."
 
-if [ -z "$CHECKOUT" ]; then
-  echo "usage: $0 <mooncake checkout> [mpcomm include dir]" >&2
+BUILDS=()
+POSITIONAL=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build)
+      if [ $# -lt 2 ] || [ -z "$2" ]; then
+        echo "upstream_check: --build needs a build directory" >&2
+        exit 2
+      fi
+      BUILDS+=("$2")
+      shift 2
+      ;;
+    --build=*)
+      BUILDS+=("${1#--build=}")
+      shift
+      ;;
+    -*)
+      echo "upstream_check: unknown option '$1'" >&2
+      echo "$USAGE" >&2
+      exit 2
+      ;;
+    *)
+      POSITIONAL+=("$1")
+      shift
+      ;;
+  esac
+done
+if [ "${#POSITIONAL[@]}" -lt 1 ] || [ "${#POSITIONAL[@]}" -gt 2 ]; then
+  echo "$USAGE" >&2
   exit 2
 fi
+CHECKOUT="${POSITIONAL[0]}"
+MPCOMM_INC="${POSITIONAL[1]:-$ROOT/tests/softmpcomm/include}"
+for build in "${BUILDS[@]}"; do
+  if [ ! -f "$build/CMakeCache.txt" ] || [ ! -f "$build/src/libtent.so" ]; then
+    echo "upstream_check: --build $build is not a build of this tree (no CMakeCache.txt or src/libtent.so)" >&2
+    exit 2
+  fi
+done
 TENT_ROOT="$CHECKOUT/mooncake-transfer-engine/tent"
 if [ ! -f "$TENT_ROOT/include/tent/runtime/transport.h" ]; then
   echo "upstream_check: $CHECKOUT has no mooncake-transfer-engine/tent/include/tent/runtime/transport.h" >&2
@@ -98,6 +144,68 @@ if [ -f "$PATCH" ]; then
       "$after" "$before"
     [ "$after" -le "$before" ] || failed=1
   done
+fi
+
+# --- the checkout's own tests, against our headers and libtent ---------
+cache_value() {  # cache_value <build> <variable>
+  sed -n "s/^$2:[A-Z]*=//p" "$1/CMakeCache.txt" | head -1
+}
+
+# run_upstream_test <test source> <build>: compiles, runs, prints counts.
+run_upstream_test() {
+  local src="$TENT_ROOT/tests/$1" build="$2"
+  local name="${1%.cpp}" bin="$WORK/${1%.cpp}" log="$WORK/${1%.cpp}.run.log"
+  local label="upstream $1"
+  if [ ! -f "$src" ]; then
+    printf '%-40s missing in the checkout\n' "$label"
+    failed=1
+    return
+  fi
+  local use_mpcomm sanitize mpcomm_lib=""
+  use_mpcomm=$(cache_value "$build" USE_MPCOMM)
+  sanitize=$(cache_value "$build" TENT_SANITIZE)
+  local flags=(-std=c++17 -g -O1 -pthread -I "$ROOT/include"
+               $(pkg-config --cflags jsoncpp 2>/dev/null || echo -I/usr/include/jsoncpp))
+  [ -n "$sanitize" ] && flags+=(-fsanitize="$sanitize" -fno-omit-frame-pointer)
+  if [ "$use_mpcomm" = ON ]; then
+    flags+=(-DTENT_HAVE_MPCOMM=1)
+    mpcomm_lib="$(cache_value "$build" MPCOMM_ROOT)/lib"
+  fi
+  if ! "$CXX" "${flags[@]}" "$src" -o "$bin" \
+      -L "$build/src" -Wl,-rpath,"$build/src" ${mpcomm_lib:+-Wl,-rpath-link,"$mpcomm_lib"} \
+      -ltent -lgtest_main -lgtest -lglog -lgflags -ljsoncpp \
+      > "$WORK/$name.build.log" 2>&1; then
+    printf '%-40s does not compile (%d errors) against %s\n' "$label" \
+      "$(grep -c ' error: ' "$WORK/$name.build.log")" "$build"
+    grep ' error: ' "$WORK/$name.build.log" | head -20 | sed 's/^/    /'
+    failed=1
+    return
+  fi
+  local rc=0
+  LD_LIBRARY_PATH="${mpcomm_lib:+$mpcomm_lib:}${LD_LIBRARY_PATH:-}" \
+    timeout 300 "$bin" > "$log" 2>&1 || rc=$?
+  local passed failed_n skipped
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\..*/\1/p' "$log" | tail -1)
+  failed_n=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\?, listed below.*/\1/p' "$log" | tail -1)
+  printf '%-40s %s passed, %s failed, %s skipped (exit %d; %s)\n' "$label" \
+    "${passed:-0}" "${failed_n:-0}" "${skipped:-0}" "$rc" "$build"
+  if [ "$rc" -ne 0 ] || [ -z "$passed" ] || [ "${failed_n:-0}" -ne 0 ] ||
+     { [ "$use_mpcomm" = ON ] && [ "${skipped:-0}" -ne 0 ]; }; then
+    grep -E '^\[  (FAILED|SKIPPED) |Failure|Skipped|error' "$log" | head -20 | sed 's/^/    /'
+    failed=1
+  fi
+}
+
+if [ "${#BUILDS[@]}" -gt 0 ]; then
+  on_build=""
+  for build in "${BUILDS[@]}"; do
+    if [ -z "$on_build" ] && [ "$(cache_value "$build" USE_MPCOMM)" = ON ]; then
+      on_build="$build"
+    fi
+  done
+  run_upstream_test mpcomm_boundary_test.cpp "${BUILDS[0]}"
+  run_upstream_test mpcomm_transport_test.cpp "${on_build:-${BUILDS[0]}}"
 fi
 
 commit=$(git -C "$CHECKOUT" rev-parse HEAD 2>/dev/null || echo unknown)

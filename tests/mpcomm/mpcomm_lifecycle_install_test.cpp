@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mpcomm/mpcomm_lifecycle_fixture.h"
+#include "transport/mpcomm/mpcomm_transport_config.h"
 
 namespace mooncake::tent {
 namespace {

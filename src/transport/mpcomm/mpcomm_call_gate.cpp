@@ -1,6 +1,5 @@
-// Who may be inside the MPComm adapter: data-path calls enter and leave
-// concurrently; uninstall() closes the gate and waits for them to leave.
-#include "tent/transport/mpcomm/mpcomm_transport.h"
+// The call gate's slow side: closing, and waking the closer.
+#include "mpcomm_call_gate.h"
 
 namespace mooncake::tent {
 

@@ -1,8 +1,8 @@
 // The MPComm endpoint attribute and its parts: port, host, attribute.
+#include "mpcomm_endpoint.h"
+
 #include <algorithm>
 #include <cctype>
-
-#include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 namespace mooncake::tent {
 
@@ -22,7 +22,7 @@ bool isHostChar(unsigned char c) {
 
 }  // namespace
 
-Status parseMpcommTcpPort(const std::string& text, int& port) {
+Status MpcommEndpoint::parsePort(const std::string& text, int& port) {
     if (text.empty()) {
         return Status::InvalidArgument(
             std::string("invalid MPComm TCP port '': ") + kPortRule);
@@ -45,8 +45,8 @@ Status parseMpcommTcpPort(const std::string& text, int& port) {
     return Status::OK();
 }
 
-Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
-                               int& port) {
+Status MpcommEndpoint::parseAttr(const std::string& attr, std::string& addr,
+                                 int& port) {
     auto invalid = [&attr](const std::string& why) {
         return Status::InvalidArgument("invalid MPComm endpoint attribute '" +
                                        attr + "': " + why);
@@ -81,14 +81,15 @@ Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
         }
     }
     int parsed_port = 0;
-    Status st = parseMpcommTcpPort(rest.substr(colon + 1), parsed_port);
+    Status st = parsePort(rest.substr(colon + 1), parsed_port);
     if (!st.ok()) return invalid(std::string(st.message()));
     addr = host;
     port = parsed_port;
     return Status::OK();
 }
 
-Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host) {
+Status MpcommEndpoint::parseAdvertiseAddress(const std::string& text,
+                                             std::string& host) {
     auto invalid = [&text](const std::string& why) {
         return Status::InvalidArgument("invalid MPComm advertise address '" +
                                        text + "': " + why);
@@ -108,25 +109,13 @@ Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host) {
     return Status::OK();
 }
 
-std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
-                                    int tcp_port) {
+std::string MpcommEndpoint::buildAttr(const std::string& local_segment_name,
+                                      int tcp_port) {
     size_t colon = local_segment_name.rfind(':');
     std::string host = colon == std::string::npos
                            ? local_segment_name
                            : local_segment_name.substr(0, colon);
-    return "v1:" + host + ":" + std::to_string(tcp_port);
-}
-
-const char* mpcommPeerStateName(MpcommPeerState state) {
-    switch (state) {
-        case MpcommPeerState::CONNECTING:
-            return "CONNECTING";
-        case MpcommPeerState::CONNECTED_NO_KEYS:
-            return "CONNECTED_NO_KEYS";
-        case MpcommPeerState::READY:
-            return "READY";
-    }
-    return "UNKNOWN";
+    return kMpcommEndpointAttrPrefix + host + ":" + std::to_string(tcp_port);
 }
 
 }  // namespace mooncake::tent

@@ -1,6 +1,6 @@
 // The MPComm peer cache: single-flight handshakes on their own threads,
-// bounded waits, restart and re-registration by two compares. The rules are
-// in mpcomm_peer_registry.h.
+// bounded waits, restart and re-registration by two compares; and the
+// endpoint attribute's parsers. The rules are in mpcomm_peer_registry.h.
 #include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 #include <glog/logging.h>
@@ -14,7 +14,41 @@
 #include <unordered_map>
 #include <utility>
 
+#include "mpcomm_endpoint.h"
+
 namespace mooncake::tent {
+
+// The parsers live in MpcommEndpoint (mpcomm_endpoint.h); these are the
+// names Mooncake's registry header gives them.
+Status parseMpcommTcpPort(const std::string& text, int& port) {
+    return MpcommEndpoint::parsePort(text, port);
+}
+
+Status parseMpcommEndpointAttr(const std::string& attr, std::string& addr,
+                               int& port) {
+    return MpcommEndpoint::parseAttr(attr, addr, port);
+}
+
+Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host) {
+    return MpcommEndpoint::parseAdvertiseAddress(text, host);
+}
+
+std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
+                                    int tcp_port) {
+    return MpcommEndpoint::buildAttr(local_segment_name, tcp_port);
+}
+
+const char* mpcommPeerStateName(MpcommPeerState state) {
+    switch (state) {
+        case MpcommPeerState::CONNECTING:
+            return "CONNECTING";
+        case MpcommPeerState::CONNECTED_NO_KEYS:
+            return "CONNECTED_NO_KEYS";
+        case MpcommPeerState::READY:
+            return "READY";
+    }
+    return "UNKNOWN";
+}
 
 struct MpcommPeerFlight {
     explicit MpcommPeerFlight(std::string host) : host_id(std::move(host)) {}
@@ -73,6 +107,13 @@ struct MpcommPeerRegistry::Shared {
     mutable std::mutex mu;
     std::condition_variable progress;  // a flight finished
     std::unordered_map<std::string, Peer> peers;
+    // Mooncake's ensure(): per host, the ranges seen so far and the
+    // registration epoch they stand for.
+    struct SeenRanges {
+        uint64_t epoch = 0;
+        std::vector<MpcommBufferRange> covered;
+    };
+    std::unordered_map<std::string, SeenRanges> seen_ranges;
     std::list<std::shared_ptr<MpcommPeerFlight>> running;
     std::vector<std::function<void()>> when_idle;
     // Deferred work taken out of when_idle and still running unlocked: the
@@ -312,10 +353,45 @@ std::vector<std::string> MpcommPeerRegistry::drain(Clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(s.mu);
     for (auto& entry : s.peers) entry.second.retireLink();
     s.peers.clear();
+    s.seen_ranges.clear();
     s.progress.wait_until(lock, deadline, [&s] { return s.running.empty(); });
     std::vector<std::string> stuck;
     for (const auto& flight : s.running) stuck.push_back(flight->host_id);
     return stuck;
+}
+
+void MpcommPeerRegistry::clear() { drain(Clock::now()); }
+
+Status MpcommPeerRegistry::ensure(
+    const std::string& host_id, const std::string& tcp_addr, int tcp_port,
+    const std::vector<MpcommBufferRange>& buffers) {
+    MpcommPeerView view;
+    view.host_id = host_id;
+    view.addr = tcp_addr;
+    view.port = tcp_port;
+    {
+        std::lock_guard<std::mutex> lock(shared_->mu);
+        auto [it, first] = shared_->seen_ranges.try_emplace(host_id);
+        Shared::SeenRanges& seen = it->second;
+        bool grew = false;
+        for (const MpcommBufferRange& range : buffers) {
+            bool covered = std::any_of(seen.covered.begin(), seen.covered.end(),
+                                       [&range](const MpcommBufferRange& c) {
+                                           return c.addr <= range.addr &&
+                                                  range.addr + range.length <=
+                                                      c.addr + c.length;
+                                       });
+            if (covered) continue;
+            seen.covered.push_back(range);
+            grew = true;
+        }
+        // Monotonic: a caller that saw fewer ranges gets the same epoch.
+        if (grew && !first) ++seen.epoch;
+        view.registration_epoch = seen.epoch;
+    }
+    return ensure(view,
+                  Clock::now() + std::chrono::milliseconds(kEnsureTimeoutMs),
+                  kEnsureTimeoutMs);
 }
 
 void MpcommPeerRegistry::runWhenIdle(std::function<void()> fn) {

@@ -1,13 +1,14 @@
-// Registration of local memory with MPComm: register + publish on add,
-// unpublish + unregister on remove, all or nothing for a list.
+// Registration of local memory with MPComm; the rules are in
+// mpcomm_registration.h.
+#include "mpcomm_registration.h"
+
 #include <algorithm>
 
-#include "tent/transport/mpcomm/mpcomm_transport.h"
+#include "tent/transport/mpcomm/mpcomm_task_mapping.h"
 
 namespace mooncake::tent {
 
-Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
-                                        const MemoryOptions& options) {
+Status MpcommRegistration::add(BufferDesc& desc) {
     if (!gate_.enter()) {
         return Status::InvalidArgument(
             "MpcommTransport: not installed; cannot register buffer " +
@@ -15,7 +16,7 @@ Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
     }
     MpcommGateTicket ticket(gate_);
     void* addr = reinterpret_cast<void*>(desc.addr);
-    std::lock_guard<std::mutex> lock(buffers_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (registered_.count(desc.addr) == 0) {
         CHECK_STATUS(adapter_->registerMemory(addr, desc.length));
         // NUMA placement is left to MPComm (-1).
@@ -33,31 +34,38 @@ Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
     return Status::OK();
 }
 
-Status MpcommTransport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
-                                        const MemoryOptions& options) {
+Status MpcommRegistration::add(std::vector<BufferDesc>& desc_list) {
     for (size_t i = 0; i < desc_list.size(); ++i) {
-        Status st = addMemoryBuffer(desc_list[i], options);
+        Status st = add(desc_list[i]);
         if (!st.ok()) {
-            // All or nothing: take back what this call registered.
-            for (size_t j = 0; j < i; ++j) removeMemoryBuffer(desc_list[j]);
+            for (size_t j = 0; j < i; ++j) remove(desc_list[j]);
             return st;
         }
     }
     return Status::OK();
 }
 
-Status MpcommTransport::removeMemoryBuffer(BufferDesc& desc) {
+Status MpcommRegistration::remove(BufferDesc& desc) {
     auto& types = desc.transports;
     types.erase(std::remove(types.begin(), types.end(), MPCOMM), types.end());
-    // Uninstalled: shutdown already released every registration.
     if (!gate_.enter()) return Status::OK();
     MpcommGateTicket ticket(gate_);
-    std::lock_guard<std::mutex> lock(buffers_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (registered_.erase(desc.addr) == 0) return Status::OK();
     void* addr = reinterpret_cast<void*>(desc.addr);
     adapter_->unpublishBuffer(addr);
     adapter_->unregisterMemory(addr);
     return Status::OK();
+}
+
+void MpcommRegistration::releaseAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [addr, length] : registered_) {
+        void* ptr = reinterpret_cast<void*>(addr);
+        adapter_->unpublishBuffer(ptr);
+        adapter_->unregisterMemory(ptr);
+    }
+    registered_.clear();
 }
 
 }  // namespace mooncake::tent

@@ -1,8 +1,8 @@
 // This thread's peer resolutions (MpcommResolveCache), private to the
-// MPComm transport: filled by MpcommTransport::resolvePeer() and
-// readyPeer() (mpcomm_peer_resolution.cpp), and read inline by
-// submitTransferTasks() (mpcomm_batches.cpp), which asks stillReady() once
-// per distinct target of a submission.
+// MPComm transport: filled by MpcommPeerResolver::resolve() and
+// readyPeer() (mpcomm_peer_resolver.cpp), and read inline by
+// MpcommBatchDriver::submitTransferTasks() (mpcomm_batch_driver.cpp), which
+// asks stillReady() once per distinct target of a submission.
 #pragma once
 
 #include <array>
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "mpcomm_peer_resolver.h"
 #include "tent/runtime/segment_manager.h"
-#include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
 

@@ -14,6 +14,30 @@ const char* opName(const Request& request) {
 
 }  // namespace
 
+MpcommTask::MpcommTask(const MpcommTask& other) : request(other.request) {
+    status_word.store(other.status_word.load(std::memory_order_acquire),
+                      std::memory_order_relaxed);
+    transferred_bytes.store(
+        other.transferred_bytes.load(std::memory_order_relaxed),
+        std::memory_order_relaxed);
+    mpcomm_handle.store(other.mpcomm_handle.load(std::memory_order_acquire),
+                        std::memory_order_relaxed);
+}
+
+MpcommTask& MpcommTask::operator=(const MpcommTask& other) {
+    if (this == &other) return *this;
+    request = other.request;
+    transferred_bytes.store(
+        other.transferred_bytes.load(std::memory_order_relaxed),
+        std::memory_order_relaxed);
+    mpcomm_handle.store(other.mpcomm_handle.load(std::memory_order_acquire),
+                        std::memory_order_relaxed);
+    // Last, with release, as pollMpcommTask() stores it.
+    status_word.store(other.status_word.load(std::memory_order_acquire),
+                      std::memory_order_release);
+    return *this;
+}
+
 std::string mpcommHexAddr(uint64_t addr) {
     std::ostringstream os;
     os << "0x" << std::hex << addr;

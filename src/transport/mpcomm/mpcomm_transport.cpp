@@ -1,6 +1,7 @@
 // The MPComm transport's lifecycle: install() brings MPComm up and
-// advertises it, uninstall() takes it down within a bound; and the one
-// place that decides the capabilities.
+// advertises it, uninstall() takes it down within a bound; the one place
+// that decides the capabilities; and every other Transport call, handed to
+// the private helper that owns it (see mpcomm_transport.h).
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 #include <glog/logging.h>
@@ -11,6 +12,12 @@
 #include <utility>
 #include <variant>
 #include <vector>
+
+#include "mpcomm_batch_driver.h"
+#include "mpcomm_call_gate.h"
+#include "mpcomm_peer_resolver.h"
+#include "mpcomm_registration.h"
+#include "mpcomm_transport_config.h"
 
 namespace mooncake::tent {
 
@@ -54,7 +61,13 @@ MpcommTransport::MpcommTransport()
     : MpcommTransport(createDefaultMpcommAdapter()) {}
 
 MpcommTransport::MpcommTransport(std::shared_ptr<MpcommAdapter> adapter)
-    : adapter_(std::move(adapter)), registry_(adapter_) {}
+    : adapter_(std::move(adapter)),
+      registry_(adapter_),
+      gate_(std::make_unique<MpcommCallGate>()),
+      resolver_(std::make_unique<MpcommPeerResolver>(registry_)),
+      buffers_(std::make_unique<MpcommRegistration>(adapter_.get(), *gate_)),
+      batches_(std::make_unique<MpcommBatchDriver>(adapter_.get(), registry_,
+                                                   *resolver_, *gate_)) {}
 
 MpcommTransport::~MpcommTransport() { uninstall(); }
 
@@ -155,18 +168,14 @@ Status MpcommTransport::install(std::string& local_segment_name,
     CHECK_STATUS(publishEndpoint(attr));
 
     caps = probeCapabilities(modules_path_, conf.get());
-    env_ = env;
-    settings_ = settings;
+    connect_timeout_ms_ = settings.connect_timeout_ms;
+    preconnect_ = settings.preconnect;
     local_name_ = host_id;
-    // Process-wide, so that no thread's cached resolution from another
-    // transport, or from an earlier installation of this one (other
-    // settings, other segment manager), is taken for ours.
-    static std::atomic<uint64_t> next_resolve_owner{1};
-    resolve_owner_ = next_resolve_owner.fetch_add(1);
+    resolver_->bind(metadata, env.remote_tcp_port);
     installed_ = true;
-    generation_.fetch_add(1);
+    batches_->start(settings.connect_timeout_ms);
     unwind.dismiss();
-    gate_.open();
+    gate_->open();
     LOG(INFO) << "MpcommTransport: Installed successfully, host_id=" << host_id
               << ", tcp_port=" << tcp_port
               << ", devices=" << (devices.empty() ? "(none)" : devices);
@@ -183,11 +192,10 @@ Status MpcommTransport::uninstall() {
     if (!installed_) return Status::OK();
     // One bound for the whole teardown: callers waiting for a handshake
     // and the handshakes themselves share it.
-    const auto deadline =
-        std::chrono::steady_clock::now() +
-        std::chrono::milliseconds(settings_.connect_timeout_ms);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(connect_timeout_ms_);
     // From here no caller enters the adapter, and those inside have left.
-    gate_.close();
+    gate_->close();
     teardown(deadline);
     return Status::OK();
 }
@@ -199,15 +207,7 @@ void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
                         "endpoint of "
                      << local_name_ << ": " << st;
     }
-    {
-        std::lock_guard<std::mutex> lock(buffers_mu_);
-        for (const auto& [addr, length] : registered_) {
-            void* ptr = reinterpret_cast<void*>(addr);
-            adapter_->unpublishBuffer(ptr);
-            adapter_->unregisterMemory(ptr);
-        }
-        registered_.clear();
-    }
+    buffers_->releaseAll();
     // Handshakes run on their own threads; they get what is left of the
     // bound uninstall() started with.
     std::vector<std::string> stuck = registry_.drain(deadline);
@@ -225,13 +225,56 @@ void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
         LOG(WARNING) << "MpcommTransport: uninstall abandons " << stuck.size()
                      << " MPComm handshake(s) still inside the provider after "
                         "transports/mpcomm/connect_timeout_ms="
-                     << settings_.connect_timeout_ms << " (peers: " << hosts
+                     << connect_timeout_ms_ << " (peers: " << hosts
                      << "); MPComm is shut down when they return";
         registry_.runWhenIdle(shut_down);
     }
     caps = Capabilities{};
     installed_ = false;
+    resolver_->unbind();
     metadata_.reset();
+}
+
+// --- the rest of Transport, each handed to the helper that owns it ------
+
+Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
+    return batches_->allocateSubBatch(batch, max_size);
+}
+
+Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
+    return batches_->freeSubBatch(batch);
+}
+
+Status MpcommTransport::submitTransferTasks(
+    SubBatchRef batch, const std::vector<Request>& request_list) {
+    return batches_->submitTransferTasks(batch, request_list);
+}
+
+Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
+                                          TransferStatus& status) {
+    return batches_->getTransferStatus(batch, task_id, status);
+}
+
+Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
+                                        const MemoryOptions& options) {
+    return buffers_->add(desc);
+}
+
+Status MpcommTransport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
+                                        const MemoryOptions& options) {
+    return buffers_->add(desc_list);
+}
+
+Status MpcommTransport::removeMemoryBuffer(BufferDesc& desc) {
+    return buffers_->remove(desc);
+}
+
+void MpcommTransport::warmupSegment(SegmentID handle) {
+    if (!gate_->enter()) return;
+    MpcommGateTicket ticket(*gate_);
+    // Read inside the gate: install() writes the settings while it is shut.
+    if (!preconnect_) return;
+    resolver_->warmup(handle);
 }
 
 Status MpcommTransport::publishEndpoint(const std::string& attr) {

@@ -1,12 +1,14 @@
 // The MPComm transport's environment variables and configuration keys, each
 // validated once by install(); an error names the variable or key and the
 // rejected value.
+#include "mpcomm_transport_config.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
-#include "tent/transport/mpcomm/mpcomm_transport.h"
+#include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 namespace mooncake::tent {
 

@@ -46,6 +46,9 @@
 
 namespace mooncake::tent {
 
+// What buildMpcommEndpointAttr() puts before the host.
+inline constexpr char kMpcommEndpointAttrPrefix[] = "v1:";
+
 // Decimal 1..65535, digits only (no sign, no spaces, no suffix). The error
 // quotes the rejected text.
 Status parseMpcommTcpPort(const std::string& text, int& port);
@@ -64,6 +67,12 @@ Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host);
 // its last ':' (the whole name when it has none).
 std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
                                     int tcp_port);
+
+// A remote buffer, as Mooncake's ensure() names what a peer publishes.
+struct MpcommBufferRange {
+    uint64_t addr{0};
+    uint64_t length{0};
+};
 
 enum class MpcommPeerState {
     CONNECTING,         // the first handshake is in flight
@@ -155,10 +164,24 @@ class MpcommPeerRegistry {
     static Status handshakeTimeout(const MpcommPeerView& peer,
                                    int64_t timeout_ms);
 
+    // Mooncake's form of ensure(), for callers that know a peer by its
+    // buffers rather than by its descriptor: blocks, at most
+    // kEnsureTimeoutMs, until `host_id` (at tcp_addr:tcp_port when it is
+    // not connected yet) is connected with keys for `buffers`. A range
+    // that no earlier call for `host_id` covered counts as a
+    // re-registration (the keys are queried again, over the connection);
+    // ranges that went away do not. The incarnation is unknown.
+    static constexpr int64_t kEnsureTimeoutMs = 10000;
+    Status ensure(const std::string& host_id, const std::string& tcp_addr,
+                  int tcp_port, const std::vector<MpcommBufferRange>& buffers);
+
     // uninstall(): forgets every peer and waits up to `deadline` for the
     // flights still running. Returns the host ids of those that did not
     // finish; they keep running and record nothing.
     std::vector<std::string> drain(Clock::time_point deadline);
+    // Mooncake's name for drain() without the wait: forgets every peer
+    // now; flights still running record nothing.
+    void clear();
     // Runs `fn` once no flight runs any more: now, or on the thread of the
     // last one to finish. While it is pending, idle() is false.
     void runWhenIdle(std::function<void()> fn);

@@ -1,13 +1,11 @@
-// SegmentID -> MPComm peer: the descriptor's name is the host id, its
-// transport_attrs[MPCOMM] the endpoint (or MPCOMM_REMOTE_TCP_PORT when it
-// publishes none), its incarnation and registration epoch what the peer
-// registry compares. A segment whose transfer failed is read afresh on its
-// next use, which is how a restarted peer is noticed before the descriptor
-// cache's TTL runs out. Pre-connect starts the handshake at openSegment().
+// SegmentID -> MPComm peer, the per-thread resolution cache, suspicion of
+// restarted peers, and pre-connect (the handshake started at
+// openSegment()). The rules are in mpcomm_peer_resolver.h.
+#include "mpcomm_peer_resolver.h"
+
 #include <glog/logging.h>
 
 #include "mpcomm_resolve_cache.h"
-#include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
 
@@ -22,12 +20,23 @@ std::string hostPartOf(const std::string& segment_name) {
 
 }  // namespace
 
-void MpcommTransport::suspectPeer(SegmentID target) {
+void MpcommPeerResolver::bind(std::shared_ptr<ControlService> metadata,
+                              int remote_tcp_port) {
+    metadata_ = std::move(metadata);
+    remote_tcp_port_ = remote_tcp_port;
+    // Process-wide, so that no thread's cached resolution from another
+    // transport, or from an earlier installation of this one (other
+    // settings, other segment manager), is taken for ours.
+    static std::atomic<uint64_t> next_owner{1};
+    owner_ = next_owner.fetch_add(1);
+}
+
+void MpcommPeerResolver::suspect(SegmentID target) {
     std::lock_guard<std::mutex> lock(suspect_mu_);
     if (suspect_.insert(target).second) suspect_count_.fetch_add(1);
 }
 
-bool MpcommTransport::takeSuspicion(SegmentID target) {
+bool MpcommPeerResolver::takeSuspicion(SegmentID target) {
     std::lock_guard<std::mutex> lock(suspect_mu_);
     if (suspect_.erase(target) == 0) return false;
     suspect_count_.fetch_sub(1);
@@ -50,7 +59,7 @@ MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
 
 }  // namespace
 
-MpcommResolveScope MpcommTransport::resolveScope() {
+MpcommResolveScope MpcommPeerResolver::scope() {
     // The thread_local's address costs a __tls_get_addr() call in a shared
     // library: once per submission, not once per target.
     thread_local MpcommResolveCache cache;
@@ -62,7 +71,7 @@ MpcommResolveScope MpcommTransport::resolveScope() {
     return scope;
 }
 
-Status MpcommTransport::resolvePeer(
+Status MpcommPeerResolver::resolve(
     SegmentID target, const MpcommResolveScope& scope,
     MpcommResolvedPeer*& peer,
     std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired) {
@@ -73,11 +82,11 @@ Status MpcommTransport::resolvePeer(
         segments.invalidateRemote(target);
     }
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
-    if (!entry.isFor(resolve_owner_, target)) {
+    if (!entry.isFor(owner_, target)) {
         // The caller may still point at the evicted resolution.
         if (entry.peer) retired.push_back(std::move(entry.peer));
         entry = MpcommResolveCacheEntry();
-        entry.owner = resolve_owner_;
+        entry.owner = owner_;
         entry.target = target;
     }
     peer = currentPeer(entry, scope.now);
@@ -87,7 +96,7 @@ Status MpcommTransport::resolvePeer(
     if (!found.ok() || !entry.desc) {
         entry.desc.reset();
         // Unreachable now; keep suspecting so the next use reads afresh.
-        if (target != LOCAL_SEGMENT_ID) suspectPeer(target);
+        if (target != LOCAL_SEGMENT_ID) suspect(target);
         peer = nullptr;
         return Status(
             found.ok() ? Status::Code::kInvalidArgument : found.code(),
@@ -109,12 +118,12 @@ Status MpcommTransport::resolvePeer(
     return peer->status;
 }
 
-const MpcommResolvedPeer* MpcommTransport::readyPeer(
+const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
     SegmentID target, const MpcommResolveScope& scope) {
-    // A suspicion is taken by resolvePeer(), never here.
+    // A suspicion is taken by resolve(), never here.
     if (scope.suspicions) return nullptr;
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
-    if (!entry.isFor(resolve_owner_, target)) return nullptr;
+    if (!entry.isFor(owner_, target)) return nullptr;
     const MpcommResolvedPeer* peer = currentPeer(entry, scope.now);
     if (peer == nullptr || !peer->status.ok() || !peer->linkReady()) {
         return nullptr;
@@ -125,8 +134,8 @@ const MpcommResolvedPeer* MpcommTransport::readyPeer(
     return peer;
 }
 
-void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
-                                     MpcommResolvedPeer& peer) {
+void MpcommPeerResolver::readDescriptor(const SegmentDescRef& desc,
+                                        MpcommResolvedPeer& peer) {
     MpcommPeerView& view = peer.view;
     const std::string& name = desc->name;
     if (desc->type != SegmentType::Memory) {
@@ -148,9 +157,9 @@ void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
         }
         return;
     }
-    if (env_.remote_tcp_port != 0) {
+    if (remote_tcp_port_ != 0) {
         view.addr = hostPartOf(name);
-        view.port = env_.remote_tcp_port;
+        view.port = remote_tcp_port_;
         if (!registry_.contains(name)) {
             LOG(WARNING) << "MpcommTransport: segment " << name
                          << " published no MPComm endpoint; using "
@@ -166,11 +175,7 @@ void MpcommTransport::readDescriptor(const SegmentDescRef& desc,
         "transport");
 }
 
-void MpcommTransport::warmupSegment(SegmentID handle) {
-    if (!gate_.enter()) return;
-    MpcommGateTicket ticket(gate_);
-    // Read inside the gate: install() writes the settings while it is shut.
-    if (!settings_.preconnect) return;
+void MpcommPeerResolver::warmup(SegmentID handle) {
     // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
     // fallback guesses, and a guess is not worth a background handshake.
     SegmentDescRef desc;
@@ -181,9 +186,7 @@ void MpcommTransport::warmupSegment(SegmentID handle) {
     }
     MpcommResolvedPeer* peer = nullptr;
     std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
-    if (!resolvePeer(handle, resolveScope(), peer, retired).ok()) {
-        return;
-    }
+    if (!resolve(handle, scope(), peer, retired).ok()) return;
     MpcommPeerRegistry::Ticket place;
     Status ignored;
     // Starts the handshake if one is due; nobody waits for it here.

@@ -1,10 +1,7 @@
-// Sub-batches of the MPComm transport: one MPComm transfer per request,
-// polled lazily. A request to a peer this thread has already resolved and
-// found ready is posted as it is read. From the first request that is not,
-// a submission resolves each distinct target once, starts every handshake
-// it needs at once, and waits for them together, at most
-// connect_timeout_ms: a peer that does not answer fails only its own tasks,
-// and the others' tasks are issued as soon as their peers are ready.
+// Sub-batches of the MPComm transport; the rules are in
+// mpcomm_batch_driver.h.
+#include "mpcomm_batch_driver.h"
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -14,7 +11,6 @@
 #include <vector>
 
 #include "mpcomm_resolve_cache.h"
-#include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
 
@@ -95,7 +91,8 @@ SubBatchPool& subBatchPool() {
 MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
     : tasks(capacity), generation(generation), next_task(capacity, kNoTask) {}
 
-Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
+Status MpcommBatchDriver::allocateSubBatch(SubBatchRef& batch,
+                                           size_t max_size) {
     MpcommSubBatch* sub = subBatchPool().take(max_size);
     if (sub != nullptr) {
         sub->reuse(generation_.load());
@@ -106,7 +103,7 @@ Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     return Status::OK();
 }
 
-Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
+Status MpcommBatchDriver::freeSubBatch(SubBatchRef& batch) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
@@ -150,8 +147,8 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
 // The slot of `target` in this submission, made (and its peer resolved)
 // on first sight. A scan while the submission has named few targets; past
 // kLinearSlots, a hash, so that a batch over many peers stays linear.
-size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
-                                const MpcommResolveScope& scope) {
+size_t MpcommBatchDriver::slotFor(MpcommSubBatch& sub, SegmentID target,
+                                  const MpcommResolveScope& scope) {
     std::vector<MpcommSubmitSlot>& slots = sub.slots;
     if (!sub.hashed) {
         for (size_t i = 0; i < slots.size(); ++i) {
@@ -186,12 +183,12 @@ size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    Status resolved = resolvePeer(target, scope, slot.peer, sub.retired);
+    Status resolved = resolver_.resolve(target, scope, slot.peer, sub.retired);
     if (!resolved.ok()) failSlot(sub, slot, std::move(resolved));
     return index;
 }
 
-Status MpcommTransport::submitTransferTasks(
+Status MpcommBatchDriver::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
@@ -228,7 +225,7 @@ Status MpcommTransport::submitTransferTasks(
     // issued in submission order.
     std::vector<MpcommSubmitSlot>& slots = sub->slots;
     // One clock read, cache look-up and suspicion check for every target.
-    const MpcommResolveScope scope = resolveScope();
+    const MpcommResolveScope scope = resolver_.scope();
     size_t last_slot = kNoTask;
     // The last target the fast path resolved, and its peer (null: none).
     SegmentID ready_target = LOCAL_SEGMENT_ID;
@@ -244,9 +241,9 @@ Status MpcommTransport::submitTransferTasks(
         if (slots.empty()) {
             if (ready_peer == nullptr || ready_target != target) {
                 ready_peer =
-                    scope.cache->stillReady(resolve_owner_, target, scope);
+                    scope.cache->stillReady(resolver_.owner(), target, scope);
                 if (ready_peer == nullptr) {
-                    ready_peer = readyPeer(target, scope);
+                    ready_peer = resolver_.readyPeer(target, scope);
                 }
                 ready_target = target;
             }
@@ -311,8 +308,8 @@ Status MpcommTransport::submitTransferTasks(
     return Status::OK();
 }
 
-void MpcommTransport::issueTask(MpcommTask& task,
-                                const MpcommResolvedPeer& peer) {
+void MpcommBatchDriver::issueTask(MpcommTask& task,
+                                  const MpcommResolvedPeer& peer) {
     MpcommTransferHandle handle =
         issueMpcommTransfer(*adapter_, task.request, peer.view.host_id);
     if (handle == kInvalidMpcommTransferHandle) {
@@ -328,7 +325,7 @@ void MpcommTransport::issueTask(MpcommTask& task,
         std::memory_order_relaxed);
 }
 
-void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
+void MpcommBatchDriver::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
     slot.settled = true;
     for (size_t index = slot.first; index != kNoTask;
          index = sub.next_task[index]) {
@@ -342,16 +339,15 @@ void MpcommTransport::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
     if (!slot.ok()) LOG(ERROR) << sub.slot_errors[slot.error].message();
 }
 
-void MpcommTransport::failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
-                               Status why) {
+void MpcommBatchDriver::failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
+                                 Status why) {
     slot.error = static_cast<uint32_t>(sub.slot_errors.size());
     sub.slot_errors.push_back(std::move(why));
 }
 
-void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
-    const auto deadline =
-        MpcommPeerRegistry::Clock::now() +
-        std::chrono::milliseconds(settings_.connect_timeout_ms);
+void MpcommBatchDriver::settleSlots(MpcommSubBatch& sub) {
+    const auto deadline = MpcommPeerRegistry::Clock::now() +
+                          std::chrono::milliseconds(connect_timeout_ms_);
     // One ticket per slot, by index; sized once, so `waiting` may point
     // into it.
     sub.tickets.resize(sub.slots.size());
@@ -393,15 +389,15 @@ void MpcommTransport::settleSlots(MpcommSubBatch& sub) {
             for (MpcommSubmitSlot& slot : sub.slots) {
                 if (slot.settled) continue;
                 fail(slot, MpcommPeerRegistry::handshakeTimeout(
-                               slot.peer->view, settings_.connect_timeout_ms));
+                               slot.peer->view, connect_timeout_ms_));
             }
             return;
         }
     }
 }
 
-Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
-                                          TransferStatus& status) {
+Status MpcommBatchDriver::getTransferStatus(SubBatchRef batch, int task_id,
+                                            TransferStatus& status) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
@@ -428,7 +424,7 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
         MpcommGateTicket ticket(gate_);
         if (sub->generation == generation_.load()) {
             if (pollMpcommTask(*adapter_, task)) {
-                suspectPeer(task.request.target_id);
+                resolver_.suspect(task.request.target_id);
             }
         } else {
             abandonMpcommTask(task);
