@@ -18,6 +18,7 @@
 
 #include "tent/runtime/transport.h"
 #include "tent/transfer_engine.h"
+#include "wait_until.h"
 
 namespace mooncake::tent {
 namespace {
@@ -216,6 +217,10 @@ TEST_F(EngineBatchTest, StatusReadsRacingFreeNeverReachAFreedSubBatch) {
     };
     std::vector<std::thread> pollers;
     for (int i = 0; i < 3; ++i) pollers.emplace_back(poll);
+    // Every 64th batch lives until a poller has been answered on it, so the
+    // reads are known to reach live batches, not only freed ids.
+    int held_rounds = 0;
+    bool answered_while_held = true;
     for (int round = 0; round < kRounds; ++round) {
         BatchID id = engine_->allocateBatch(4);
         ASSERT_NE(id, 0u);
@@ -223,14 +228,23 @@ TEST_F(EngineBatchTest, StatusReadsRacingFreeNeverReachAFreedSubBatch) {
         ASSERT_TRUE(
             engine_->submitTransfer(id, {request(), request(), request()})
                 .ok());
+        // After one miss the rest run free: the failure is reported once.
+        if (round % 64 == 0 && answered_while_held) {
+            const long before = answered.load();
+            answered_while_held =
+                testing::waitUntil([&] { return answered.load() > before; });
+            ++held_rounds;
+        }
         ASSERT_TRUE(engine_->freeBatch(id).ok());
-        if (round % 64 == 0) std::this_thread::yield();
     }
     stop.store(true);
     for (std::thread& t : pollers) t.join();
     EXPECT_EQ(fake_->misuse.load(), 0);
     EXPECT_EQ(unexpected.load(), 0);
     EXPECT_EQ(fake_->frees.load(), kRounds);
+    EXPECT_TRUE(answered_while_held)
+        << "a batch held alive got no answered status read";
+    EXPECT_GE(answered.load(), held_rounds);
 }
 
 TEST_F(EngineBatchTest, ConcurrentSubmissionsToOneBatchAllLand) {
@@ -267,9 +281,15 @@ TEST_F(EngineBatchTest, AFreeWaitingOnTasksRefusesSubmissionsAndASecondFree) {
     ASSERT_TRUE(engine_->submitTransfer(id, {request()}).ok());
     const long polls_before = fake_->polls.load();
     Status first;
-    std::thread freer([&] { first = engine_->freeBatch(id); });
+    testing::BoundedThread freer("freeBatch() after its task completed",
+                                 [&] { first = engine_->freeBatch(id); });
     // Polls from freeBatch() mean it holds the batch and waits on the task.
-    while (fake_->polls.load() < polls_before + 2) std::this_thread::yield();
+    // On a miss the task completes, so the free can end and be joined.
+    bool waiting = testing::waitUntil(
+        [&] { return fake_->polls.load() >= polls_before + 2; });
+    if (!waiting) fake_->complete.store(true);
+    ASSERT_TRUE(waiting) << "freeBatch() never polled its task: "
+                         << fake_->polls.load() - polls_before << " polls";
     Status submit = engine_->submitTransfer(id, {request()});
     Status second = engine_->freeBatch(id);
     // Status reads still answer while the free waits.
