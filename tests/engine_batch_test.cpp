@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -104,7 +105,14 @@ class FakeTransport : public Transport {
 // An engine whose only transport (the TCP row) is a FakeTransport.
 class EngineBatchTest : public ::testing::Test {
  protected:
-    void SetUp() override {
+    void SetUp() override { ASSERT_NO_FATAL_FAILURE(makeEngine(30000)); }
+
+    // Replaces engine_ (and fake_) with one whose batch/free_timeout_ms is
+    // `free_timeout_ms`, or unset when kUnset.
+    static constexpr int kUnset = INT32_MIN;
+    void makeEngine(int free_timeout_ms) {
+        engine_.reset();
+        fake_ = nullptr;
         setTransportFactoryOverride(TCP, [this] {
             auto transport = std::make_unique<FakeTransport>();
             fake_ = transport.get();
@@ -113,11 +121,33 @@ class EngineBatchTest : public ::testing::Test {
         auto conf = std::make_shared<Config>();
         conf->set("rpc_server_hostname", "127.0.0.1");
         conf->set("transports/mpcomm/enable", false);
-        conf->set("batch/free_timeout_ms", 30000);
+        if (free_timeout_ms != kUnset) {
+            conf->set("batch/free_timeout_ms", free_timeout_ms);
+        }
         engine_ = std::make_unique<TransferEngine>(conf);
         setTransportFactoryOverride(TCP, nullptr);
         ASSERT_TRUE(engine_->available());
         ASSERT_NE(fake_, nullptr);
+    }
+
+    // freeBatch() of a batch whose one task stays PENDING: what it said
+    // and how long it took.
+    std::pair<Status, std::chrono::milliseconds> freeWithATaskPending(
+        BatchID& id) {
+        fake_->complete.store(false);
+        id = engine_->allocateBatch(1);
+        EXPECT_TRUE(engine_->submitTransfer(id, {request()}).ok());
+        auto started = std::chrono::steady_clock::now();
+        Status s = engine_->freeBatch(id);
+        auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - started);
+        fake_->complete.store(true);
+        return {s, took};
+    }
+    static std::string refusedAfter(BatchID id, const std::string& ms) {
+        return "freeBatch: batch " + std::to_string(id) +
+               " still has 1 task(s) in flight after batch/free_timeout_ms=" +
+               ms + " ms; it stays allocated, free it again once they finish";
     }
     void TearDown() override {
         engine_.reset();  // frees the sub-batches left
@@ -383,6 +413,29 @@ TEST_F(EngineBatchTest, AHintToATransportNotLoadedFailsOnlyItsRequest) {
     EXPECT_TRUE(engine_->freeBatch(id).ok());
     EXPECT_EQ(fake_->frees.load(), 1);
     EXPECT_EQ(fake_->misuse.load(), 0);
+}
+
+// docs/reliability.md: "batch/free_timeout_ms of 0 or less refuses at
+// once", the default is 10000, and the refusal names the key and value.
+TEST_F(EngineBatchTest, AFreeTimeoutOfZeroOrLessRefusesAtOnce) {
+    for (int ms : {0, -5}) {
+        ASSERT_NO_FATAL_FAILURE(makeEngine(ms));
+        BatchID id = 0;
+        auto [s, took] = freeWithATaskPending(id);
+        EXPECT_EQ(s.message(), refusedAfter(id, std::to_string(ms)));
+        // At once: not after the 10 s default, nor a wait of any length.
+        EXPECT_LT(took, std::chrono::milliseconds(2000)) << ms;
+        EXPECT_TRUE(engine_->freeBatch(id).ok()) << "once the task is done";
+    }
+}
+
+TEST_F(EngineBatchTest, TheFreeTimeoutDefaultsToTenSeconds) {
+    ASSERT_NO_FATAL_FAILURE(makeEngine(kUnset));
+    BatchID id = 0;
+    auto [s, took] = freeWithATaskPending(id);
+    EXPECT_EQ(s.message(), refusedAfter(id, "10000"));
+    EXPECT_GE(took, std::chrono::milliseconds(10000));
+    EXPECT_TRUE(engine_->freeBatch(id).ok());
 }
 
 }  // namespace

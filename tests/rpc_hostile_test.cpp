@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hostile_peer_support.h"
+#include "log_capture.h"
 #include "rpc/rpc_frame.h"
 #include "tent/runtime/control_plane.h"
 
@@ -179,6 +180,7 @@ TEST_F(RpcHostileTest, GarbageFramesGetAnErrorOrAClose) {
 TEST_F(RpcHostileTest, ATricklingClientIsCutOffAtTheFrameDeadline) {
     const std::string request =
         lengthPrefix(23) + std::string(R"({"op":"GetSegmentDesc"})");
+    LogCapture log;
     int fd = rawConnect(port());
     // Taken before the first byte: the server's frame clock starts after.
     auto started = net::Clock::now();
@@ -193,6 +195,11 @@ TEST_F(RpcHostileTest, ATricklingClientIsCutOffAtTheFrameDeadline) {
     EXPECT_EQ(answer, "");  // nobody reads an answer to a request never done
     EXPECT_LT(trickler.sent(), request.size());
     EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
+    // The bound that fired is logged with its key and value.
+    EXPECT_EQ(log.countContaining(
+                  "request not complete within rpc/frame_timeout_ms=300 ms; "
+                  "closing the connection"),
+              1);
     ::close(fd);
     ASSERT_TRUE(client_->waitForMore(3));
 }
