@@ -7,12 +7,12 @@
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
 #      tebench smoke over mpcomm with --check_consistency=true;
 #   3. the reliability checks (docs/reliability.md): the ASan+UBSan pass
-#      and the TSan pass, each over softmpcomm's suite and the transport
-#      and server suites (scripts/check.sh with CHECK_SCOPE=ci; any
-#      sanitizer report fails), then the fuzz smoke ctests (each libFuzzer
-#      target for a bounded number of executions).
-# Env: JOBS; CHECKS=default (both sanitizer passes over the CI suites, and
-# the fuzz smoke) | all (both passes over every suite: CHECK_SCOPE=all) |
+#      and the TSan pass, each over softmpcomm's suites and every C++ suite
+#      of the ON configuration (scripts/check.sh with CHECK_SCOPE=ci; any
+#      sanitizer report fails, a child process's too), then the fuzz smoke
+#      ctests (each libFuzzer target for a bounded number of executions).
+# Env: JOBS; CHECKS=default (both sanitizer passes over every C++ suite of
+# the ON configuration, and the fuzz smoke) | all (both passes over every suite: CHECK_SCOPE=all) |
 # none; SKIP_CHECKS=1 is CHECKS=none (a quick local run; CI sets neither).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"

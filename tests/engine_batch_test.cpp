@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "tent/runtime/transport.h"
 #include "tent/transfer_engine.h"
+#include "wait_until.h"
 
 namespace mooncake::tent {
 namespace {
@@ -103,7 +105,14 @@ class FakeTransport : public Transport {
 // An engine whose only transport (the TCP row) is a FakeTransport.
 class EngineBatchTest : public ::testing::Test {
  protected:
-    void SetUp() override {
+    void SetUp() override { ASSERT_NO_FATAL_FAILURE(makeEngine(30000)); }
+
+    // Replaces engine_ (and fake_) with one whose batch/free_timeout_ms is
+    // `free_timeout_ms`, or unset when kUnset.
+    static constexpr int kUnset = INT32_MIN;
+    void makeEngine(int free_timeout_ms) {
+        engine_.reset();
+        fake_ = nullptr;
         setTransportFactoryOverride(TCP, [this] {
             auto transport = std::make_unique<FakeTransport>();
             fake_ = transport.get();
@@ -112,11 +121,33 @@ class EngineBatchTest : public ::testing::Test {
         auto conf = std::make_shared<Config>();
         conf->set("rpc_server_hostname", "127.0.0.1");
         conf->set("transports/mpcomm/enable", false);
-        conf->set("batch/free_timeout_ms", 30000);
+        if (free_timeout_ms != kUnset) {
+            conf->set("batch/free_timeout_ms", free_timeout_ms);
+        }
         engine_ = std::make_unique<TransferEngine>(conf);
         setTransportFactoryOverride(TCP, nullptr);
         ASSERT_TRUE(engine_->available());
         ASSERT_NE(fake_, nullptr);
+    }
+
+    // freeBatch() of a batch whose one task stays PENDING: what it said
+    // and how long it took.
+    std::pair<Status, std::chrono::milliseconds> freeWithATaskPending(
+        BatchID& id) {
+        fake_->complete.store(false);
+        id = engine_->allocateBatch(1);
+        EXPECT_TRUE(engine_->submitTransfer(id, {request()}).ok());
+        auto started = std::chrono::steady_clock::now();
+        Status s = engine_->freeBatch(id);
+        auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - started);
+        fake_->complete.store(true);
+        return {s, took};
+    }
+    static std::string refusedAfter(BatchID id, const std::string& ms) {
+        return "freeBatch: batch " + std::to_string(id) +
+               " still has 1 task(s) in flight after batch/free_timeout_ms=" +
+               ms + " ms; it stays allocated, free it again once they finish";
     }
     void TearDown() override {
         engine_.reset();  // frees the sub-batches left
@@ -216,6 +247,10 @@ TEST_F(EngineBatchTest, StatusReadsRacingFreeNeverReachAFreedSubBatch) {
     };
     std::vector<std::thread> pollers;
     for (int i = 0; i < 3; ++i) pollers.emplace_back(poll);
+    // Every 64th batch lives until a poller has been answered on it, so the
+    // reads are known to reach live batches, not only freed ids.
+    int held_rounds = 0;
+    bool answered_while_held = true;
     for (int round = 0; round < kRounds; ++round) {
         BatchID id = engine_->allocateBatch(4);
         ASSERT_NE(id, 0u);
@@ -223,14 +258,23 @@ TEST_F(EngineBatchTest, StatusReadsRacingFreeNeverReachAFreedSubBatch) {
         ASSERT_TRUE(
             engine_->submitTransfer(id, {request(), request(), request()})
                 .ok());
+        // After one miss the rest run free: the failure is reported once.
+        if (round % 64 == 0 && answered_while_held) {
+            const long before = answered.load();
+            answered_while_held =
+                testing::waitUntil([&] { return answered.load() > before; });
+            ++held_rounds;
+        }
         ASSERT_TRUE(engine_->freeBatch(id).ok());
-        if (round % 64 == 0) std::this_thread::yield();
     }
     stop.store(true);
     for (std::thread& t : pollers) t.join();
     EXPECT_EQ(fake_->misuse.load(), 0);
     EXPECT_EQ(unexpected.load(), 0);
     EXPECT_EQ(fake_->frees.load(), kRounds);
+    EXPECT_TRUE(answered_while_held)
+        << "a batch held alive got no answered status read";
+    EXPECT_GE(answered.load(), held_rounds);
 }
 
 TEST_F(EngineBatchTest, ConcurrentSubmissionsToOneBatchAllLand) {
@@ -267,9 +311,15 @@ TEST_F(EngineBatchTest, AFreeWaitingOnTasksRefusesSubmissionsAndASecondFree) {
     ASSERT_TRUE(engine_->submitTransfer(id, {request()}).ok());
     const long polls_before = fake_->polls.load();
     Status first;
-    std::thread freer([&] { first = engine_->freeBatch(id); });
+    testing::BoundedThread freer("freeBatch() after its task completed",
+                                 [&] { first = engine_->freeBatch(id); });
     // Polls from freeBatch() mean it holds the batch and waits on the task.
-    while (fake_->polls.load() < polls_before + 2) std::this_thread::yield();
+    // On a miss the task completes, so the free can end and be joined.
+    bool waiting = testing::waitUntil(
+        [&] { return fake_->polls.load() >= polls_before + 2; });
+    if (!waiting) fake_->complete.store(true);
+    ASSERT_TRUE(waiting) << "freeBatch() never polled its task: "
+                         << fake_->polls.load() - polls_before << " polls";
     Status submit = engine_->submitTransfer(id, {request()});
     Status second = engine_->freeBatch(id);
     // Status reads still answer while the free waits.
@@ -363,6 +413,29 @@ TEST_F(EngineBatchTest, AHintToATransportNotLoadedFailsOnlyItsRequest) {
     EXPECT_TRUE(engine_->freeBatch(id).ok());
     EXPECT_EQ(fake_->frees.load(), 1);
     EXPECT_EQ(fake_->misuse.load(), 0);
+}
+
+// docs/reliability.md: "batch/free_timeout_ms of 0 or less refuses at
+// once", the default is 10000, and the refusal names the key and value.
+TEST_F(EngineBatchTest, AFreeTimeoutOfZeroOrLessRefusesAtOnce) {
+    for (int ms : {0, -5}) {
+        ASSERT_NO_FATAL_FAILURE(makeEngine(ms));
+        BatchID id = 0;
+        auto [s, took] = freeWithATaskPending(id);
+        EXPECT_EQ(s.message(), refusedAfter(id, std::to_string(ms)));
+        // At once: not after the 10 s default, nor a wait of any length.
+        EXPECT_LT(took, std::chrono::milliseconds(2000)) << ms;
+        EXPECT_TRUE(engine_->freeBatch(id).ok()) << "once the task is done";
+    }
+}
+
+TEST_F(EngineBatchTest, TheFreeTimeoutDefaultsToTenSeconds) {
+    ASSERT_NO_FATAL_FAILURE(makeEngine(kUnset));
+    BatchID id = 0;
+    auto [s, took] = freeWithATaskPending(id);
+    EXPECT_EQ(s.message(), refusedAfter(id, "10000"));
+    EXPECT_GE(took, std::chrono::milliseconds(10000));
+    EXPECT_TRUE(engine_->freeBatch(id).ok());
 }
 
 }  // namespace

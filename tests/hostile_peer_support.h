@@ -36,12 +36,13 @@ constexpr uint64_t kRssSlackBytes = 192ull << 20;
 constexpr uint64_t kRssSlackBytes = 32ull << 20;
 #endif
 
-// VmRSS of this process, in bytes (0 when /proc is unreadable).
-inline uint64_t residentBytes() {
+// VmRSS (or, with key "VmHWM:", its peak) of this process, in bytes (0
+// when /proc is unreadable).
+inline uint64_t residentBytes(const std::string& which = "VmRSS:") {
     std::ifstream status("/proc/self/status");
     std::string key;
     while (status >> key) {
-        if (key == "VmRSS:") {
+        if (key == which) {
             uint64_t kib = 0;
             status >> kib;
             return kib << 10;
@@ -49,6 +50,15 @@ inline uint64_t residentBytes() {
         std::getline(status, key);
     }
     return 0;
+}
+
+// Starts the peak (VmHWM) over at the current VmRSS; false where the
+// kernel does not allow it.
+inline bool resetPeakResident() {
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    return clear.good();
 }
 
 // Runs `step` in a loop on its own thread until destroyed. A step returns

@@ -20,6 +20,7 @@
 
 #include "net/socket_io.h"
 #include "net/stream_server.h"
+#include "wait_until.h"
 
 namespace mooncake::tent::net {
 namespace {
@@ -105,12 +106,8 @@ class EchoServer {
     // these counters, and the bound turns a miss into a failure.
     template <typename Pred>
     bool waitForStats(Pred pred) {
-        Deadline deadline = deadlineIn(kBoundMs);
-        while (Clock::now() < deadline) {
-            if (pred(server_->stats())) return true;
-            std::this_thread::yield();
-        }
-        return false;
+        return testing::waitUntil([&] { return pred(server_->stats()); },
+                                  std::chrono::milliseconds(kBoundMs));
     }
 
  private:
@@ -330,7 +327,14 @@ TEST(NetServerTest, AnIdleConnectionIsClosedAtTheIdleDeadline) {
     auto started = Clock::now();
     EXPECT_EQ(roundTrip(fd, 'a'), "a");
     EXPECT_TRUE(closedByServer(fd));
-    EXPECT_GE(Clock::now() - started, std::chrono::milliseconds(100));
+    auto took = Clock::now() - started;
+    EXPECT_GE(took, std::chrono::milliseconds(100));
+    // And at that deadline, not at another: the frame deadline (10 s by
+    // default) or the test's bound would close it far later. The slack is
+    // for a loaded machine under a sanitizer.
+    EXPECT_LT(took, std::chrono::milliseconds(100 + 2000))
+        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+        << " ms";
     EXPECT_TRUE(echo.waitForStats([](const StreamServer::Stats& s) {
         return s.idle_closed == 1 && s.open == 0;
     }));
@@ -360,7 +364,12 @@ TEST(NetServerTest, ATricklerIsDroppedAtTheFrameDeadlineOthersAreServed) {
     stop = true;
     trickler.join();
     EXPECT_EQ(roundTrip(good, '!'), "!");
-    EXPECT_EQ(echo.server().stats().open, 1u);
+    // The trickler's connection is counted closed on the server's thread,
+    // after the client saw it close.
+    EXPECT_TRUE(echo.waitForStats([](const StreamServer::Stats& s) {
+        return s.open == 1u;
+    })) << echo.server().stats().open
+        << " open";
     ::close(slow);
     ::close(good);
 }
@@ -382,6 +391,9 @@ TEST(NetServerTest, AtMaxConnectionsTheLongestIdleIsClosedToAdmitANewcomer) {
     EXPECT_EQ(roundTrip(third, '3'), "3");
     EXPECT_TRUE(closedByServer(first));
     EXPECT_EQ(roundTrip(second, 'b'), "b");
+    EXPECT_TRUE(echo.waitForStats([](const StreamServer::Stats& s) {
+        return s.accepted == 3u && s.evicted == 1u;
+    }));
     StreamServer::Stats stats = echo.server().stats();
     EXPECT_EQ(stats.accepted, 3u);
     EXPECT_EQ(stats.evicted, 1u);
@@ -463,6 +475,8 @@ TEST(NetServerTest, AtMaxConnectionsARequestWaitingUnreadIsNotEvicted) {
     char answer = 0;
     EXPECT_TRUE(recvAll(first, &answer, 1, deadlineIn(kBoundMs)).ok());
     EXPECT_EQ(answer, 'c');
+    EXPECT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.evicted == 1u; }));
     StreamServer::Stats stats = echo.server().stats();
     EXPECT_EQ(stats.evicted, 1u);
     EXPECT_EQ(stats.refused, 0u);
@@ -480,6 +494,8 @@ TEST(NetServerTest, AtMaxConnectionsWithNoneIdleTheNewcomerIsRefused) {
     ASSERT_TRUE(echo.waitForWaiters(1));
     int late = connectLoopback(echo.port());
     EXPECT_TRUE(closedByServer(late));
+    EXPECT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.refused == 1u; }));
     EXPECT_EQ(echo.server().stats().refused, 1u);
     echo.release();
     char byte = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hostile_peer_support.h"
+#include "log_capture.h"
 #include "rpc/rpc_frame.h"
 #include "tent/runtime/control_plane.h"
 
@@ -101,6 +102,9 @@ TEST_F(RpcHostileTest, OversizedFramesAreRefusedBeforeAllocating) {
     // 60 and 64 MiB made the server allocate ~500 MiB between them. (Only
     // the prefix is sent: a byte left unread when the server closes would
     // turn its FIN into a reset that can discard the error reply.)
+    // The peak from here on covers the whole time the sockets are held,
+    // not just the moment of a sample.
+    const bool peak_reset = resetPeakResident();
     std::vector<int> fds;
     for (uint32_t n : {1025u, 60u << 20, 64u << 20, 0xFFFFFFFFu}) {
         for (int i = 0; i < 4; ++i) {
@@ -110,6 +114,7 @@ TEST_F(RpcHostileTest, OversizedFramesAreRefusedBeforeAllocating) {
         }
     }
     ASSERT_TRUE(client_->waitForMore(3));
+    // Every refusal is read while all sixteen sockets are still open.
     for (size_t i = 0; i < fds.size(); ++i) {
         std::string payload;
         ASSERT_TRUE(readFrame(fds[i], payload, kHostileBoundMs, 1 << 20).ok());
@@ -120,10 +125,18 @@ TEST_F(RpcHostileTest, OversizedFramesAreRefusedBeforeAllocating) {
                       std::to_string(std::vector<uint32_t>{
                           1025u, 60u << 20, 64u << 20, 0xFFFFFFFFu}[i / 4]) +
                       " exceeds the limit of 1024 bytes");
+    }
+    // Sampled while they are held: nothing the frames announced was
+    // allocated (~500 MiB between the eight of 60 and 64 MiB).
+    const uint64_t held = residentBytes(peak_reset ? "VmHWM:" : "VmRSS:");
+    EXPECT_LT(held, rss_before_ + kRssSlackBytes)
+        << (peak_reset ? "peak " : "") << "VmRSS grew from " << rss_before_
+        << " to " << held << " while the oversized frames were held";
+    for (int fd : fds) {
         bool closed = false;
-        drainUntilClosed(fds[i], closed);
+        drainUntilClosed(fd, closed);
         EXPECT_TRUE(closed);
-        ::close(fds[i]);
+        ::close(fd);
     }
 }
 
@@ -167,6 +180,7 @@ TEST_F(RpcHostileTest, GarbageFramesGetAnErrorOrAClose) {
 TEST_F(RpcHostileTest, ATricklingClientIsCutOffAtTheFrameDeadline) {
     const std::string request =
         lengthPrefix(23) + std::string(R"({"op":"GetSegmentDesc"})");
+    LogCapture log;
     int fd = rawConnect(port());
     // Taken before the first byte: the server's frame clock starts after.
     auto started = net::Clock::now();
@@ -181,6 +195,11 @@ TEST_F(RpcHostileTest, ATricklingClientIsCutOffAtTheFrameDeadline) {
     EXPECT_EQ(answer, "");  // nobody reads an answer to a request never done
     EXPECT_LT(trickler.sent(), request.size());
     EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
+    // The bound that fired is logged with its key and value.
+    EXPECT_EQ(log.countContaining(
+                  "request not complete within rpc/frame_timeout_ms=300 ms; "
+                  "closing the connection"),
+              1);
     ::close(fd);
     ASSERT_TRUE(client_->waitForMore(3));
 }

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "hostile_peer_support.h"
+#include "log_capture.h"
 #include "net/stream_server.h"
 #include "tcp_test_support.h"
 #include "tent/transport/tcp/tcp_transport.h"
+#include "wait_until.h"
 
 namespace mooncake::tent::testing {
 namespace {
@@ -29,6 +31,13 @@ constexpr size_t kTargetBytes = 8 << 20;
 constexpr size_t kPiece = 256 << 10;
 constexpr uint64_t kHostileOffset = 4 << 20;
 constexpr size_t kTrickleBytes = 64;
+// What the truncated WRITEs send before giving up: stored as it arrives,
+// since a WRITE within a registered buffer lands straight in that memory.
+constexpr size_t kTruncatedBytes = 1000;
+// Every hostile payload is non-zero (the memory starts zeroed), so a byte
+// that lands where it must not is seen.
+constexpr char kTruncatedByte = 'h', kTrickleByte = 't', kRefusedByte = 'r',
+               kOversizedByte = 'o';
 
 class TcpHostileTest : public ::testing::Test {
  protected:
@@ -88,15 +97,32 @@ class TcpHostileTest : public ::testing::Test {
         // Joins every server thread, so the memory can be read here.
         initiator_.uninstall();
         target_.uninstall();
-        // Nothing hostile landed in the upper half, except what the
-        // trickler sent into its own last 64 bytes before it was cut off.
-        auto trickle_at = target_mem_.end() - kTrickleBytes;
-        EXPECT_EQ(
-            std::count(target_mem_.begin() + kHostileOffset, trickle_at, 0),
-            trickle_at - (target_mem_.begin() + kHostileOffset));
-        for (auto it = trickle_at; it != target_mem_.end(); ++it) {
-            EXPECT_TRUE(*it == 0 || *it == 't');
-        }
+        // Exactly what may land in the upper half: a prefix of the
+        // truncated WRITEs' bytes at its start, a prefix of the trickler's
+        // bytes in its own last 64 bytes, zeros everywhere else. Refused
+        // and oversized frames store nothing.
+        const char* upper = target_mem_.data() + kHostileOffset;
+        const char* trickle_at =
+            target_mem_.data() + kTargetBytes - kTrickleBytes;
+        expectPrefixThenZeros(upper, kTruncatedBytes, kTruncatedByte,
+                              truncated_may_land_, "truncated WRITE");
+        expectPrefixThenZeros(trickle_at, kTrickleBytes, kTrickleByte,
+                              trickled_may_land_, "trickler");
+        const char* rest = upper + kTruncatedBytes;
+        EXPECT_EQ(std::count(rest, trickle_at, 0), trickle_at - rest)
+            << "hostile bytes landed between the truncated WRITE's bytes "
+               "and the trickler's";
+    }
+
+    // [at, at + n) holds `byte` repeated k times, k <= may_land, then zeros.
+    static void expectPrefixThenZeros(const char* at, size_t n, char byte,
+                                      size_t may_land, const char* who) {
+        size_t k = 0;
+        while (k < n && at[k] == byte) ++k;
+        EXPECT_LE(k, may_land) << who << ": " << k << " bytes landed";
+        EXPECT_EQ(static_cast<size_t>(std::count(at + k, at + n, 0)), n - k)
+            << who << ": after " << k << " of its bytes, something else "
+            << "landed";
     }
 
     // One round of the well-behaved initiator: WRITE a piece, READ it back.
@@ -144,41 +170,79 @@ class TcpHostileTest : public ::testing::Test {
     SegmentID target_id_ = 0;
     uint64_t rss_before_ = 0;
     std::unique_ptr<WellBehavedClient> client_;
+    // How many hostile bytes a test allows to land (see TearDown).
+    size_t truncated_may_land_ = 0, trickled_may_land_ = 0;
 };
 
-TEST_F(TcpHostileTest, OversizedFramesAreClosedWithoutAllocating) {
-    std::vector<int> fds;
-    // Above the 16 MiB frame cap: malformed, closed at once.
+TEST_F(TcpHostileTest, OversizedFramesAreClosedAtOnceWithoutAllocating) {
+    LogCapture log;
+    // Above the 16 MiB frame cap: malformed, closed at once (long before
+    // the frame deadline) and logged as such; the payload that follows is
+    // never read, let alone stored.
     for (uint64_t len : {(16ull << 20) + 1, 1ull << 40, ~0ull}) {
         int fd = rawConnect(port());
+        auto sent = net::Clock::now();
         ASSERT_TRUE(
-            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, hostileAddr(), len)));
-        fds.push_back(fd);
+            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, hostileAddr(), len) +
+                            std::string(4096, kOversizedByte)));
+        bool closed = false;
+        drainUntilClosed(fd, closed);
+        auto took = net::Clock::now() - sent;
+        EXPECT_TRUE(closed) << len;
+        EXPECT_LT(took, std::chrono::milliseconds(kFrameMs))
+            << len << ": closed after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                   .count()
+            << " ms";
+        ::close(fd);
+        const std::string why = "closing the connection: request length " +
+                                std::to_string(len) +
+                                " exceeds the frame cap 16777216";
+        EXPECT_TRUE(testing::waitUntil([&] {
+            return log.countContaining(why) == 1;
+        })) << why;
     }
     // Within the cap but past the registered buffer's end, or not
     // registered at all: refused, its payload drained, never stored. The
-    // payload never comes, so the frame deadline ends them.
+    // rest of the payload never comes, so the frame deadline ends them.
+    std::vector<int> held;
     for (uint64_t addr : {hostileAddr(), uint64_t{0x1000}}) {
         int fd = rawConnect(port());
         ASSERT_TRUE(
-            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, addr, 16ull << 20)));
-        fds.push_back(fd);
+            rawSend(fd, tcpHeader(kTcpMagic, kTcpWrite, addr, 16ull << 20) +
+                            std::string(4096, kRefusedByte)));
+        held.push_back(fd);
     }
+    ASSERT_TRUE(testing::waitUntil([&] {
+        return log.countContaining("refused WRITE of 16777216 bytes") == 2;
+    }));
+    // Sampled while the server still holds both, draining their payloads:
+    // a 16 MiB buffer for each would show here.
+    const uint64_t rss_held = residentBytes();
+    EXPECT_LT(rss_held, rss_before_ + kRssSlackBytes)
+        << "VmRSS grew from " << rss_before_ << " to " << rss_held
+        << " while two 16 MiB WRITEs were being refused";
     ASSERT_TRUE(client_->waitForMore(3));
-    for (int fd : fds) {
+    for (int fd : held) {
         bool closed = false;
         EXPECT_EQ(drainUntilClosed(fd, closed), "");
         EXPECT_TRUE(closed);
         ::close(fd);
     }
+    EXPECT_TRUE(testing::waitUntil([&] {
+        return log.countContaining(
+                   "not complete within transports/tcp/frame_timeout_ms=300 "
+                   "ms; closing the connection") == 2;
+    }));
 }
 
 TEST_F(TcpHostileTest, TruncatedFramesAreDropped) {
+    truncated_may_land_ = kTruncatedBytes;
     for (int i = 0; i < 16; ++i) {
         int fd = rawConnect(port());
         std::string frame =
             i % 2 ? tcpHeader(kTcpMagic, kTcpWrite, hostileAddr(), 1 << 20) +
-                        std::string(1000, '\0')
+                        std::string(kTruncatedBytes, kTruncatedByte)
                   : tcpHeader(kTcpMagic, kTcpRead, hostileAddr(), 64)
                         .substr(0, 13);
         ASSERT_TRUE(rawSend(fd, frame));
@@ -214,7 +278,7 @@ TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
                       base_ + kTargetBytes - kTrickleBytes, kTrickleBytes)));
     // 64 payload bytes at one per 50 ms would take 3.2 s; the deadline
     // for the whole request is 300 ms.
-    Trickler trickler(fd, std::string(kTrickleBytes, 't'),
+    Trickler trickler(fd, std::string(kTrickleBytes, kTrickleByte),
                       std::chrono::milliseconds(50));
     bool closed = false;
     EXPECT_EQ(drainUntilClosed(fd, closed), "");
@@ -222,6 +286,7 @@ TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
     trickler.stop();
     EXPECT_TRUE(closed);
     EXPECT_LT(trickler.sent(), kTrickleBytes);
+    trickled_may_land_ = trickler.sent();
     EXPECT_GE(took, std::chrono::milliseconds(kFrameMs));
     ::close(fd);
     ASSERT_TRUE(client_->waitForMore(3));
@@ -229,10 +294,17 @@ TEST_F(TcpHostileTest, ATricklingPeerIsCutOffAtTheFrameDeadline) {
 
 TEST_F(TcpHostileTest, AFloodOfIdleConnectionsNeitherLocksOutNorLingers) {
     floodWithIdleConnections(port(), 8 * kMaxConnections, *client_);
-    net::StreamServer::Stats stats = target_.server().stats();
-    EXPECT_GT(stats.evicted + stats.idle_closed,
-              static_cast<uint64_t>(7 * kMaxConnections));
-    EXPECT_LE(stats.open, 2u);  // at most the client's own connection
+    // The counters move on the server's threads, after the client saw its
+    // connection close: waited for, with a bound.
+    net::StreamServer::Stats stats;
+    EXPECT_TRUE(testing::waitUntil([&] {
+        stats = target_.server().stats();
+        return stats.evicted + stats.idle_closed >
+                   static_cast<uint64_t>(7 * kMaxConnections) &&
+               stats.open <= 2u;  // at most the client's own connection
+    })) << "evicted "
+        << stats.evicted << ", idle_closed " << stats.idle_closed << ", open "
+        << stats.open;
 }
 
 }  // namespace

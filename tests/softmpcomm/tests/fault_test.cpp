@@ -35,6 +35,7 @@ using mpcomm_test::pattern;
 using mpcomm_test::readWithDeadline;
 using mpcomm_test::ScopedEnv;
 using mpcomm_test::threadCount;
+using mpcomm_test::waitUntil;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1u << 20;
@@ -228,8 +229,10 @@ TEST_F(PeerFaults, ShutdownAndDestructionArePromptWhileThePeerIsStopped) {
     destroyed.reset();
     EXPECT_LT(msSince(start), kPromptMs);
     shut.reset();
-    // Every thread either instance started is gone.
-    EXPECT_EQ(threadCount(), baseline);
+    // Every thread either instance started is gone (waited for: a joined
+    // thread leaves /proc/self/task a moment after its join returns).
+    EXPECT_TRUE(waitUntil([&] { return threadCount() == baseline; }))
+        << threadCount() << " threads, " << baseline << " before";
     EXPECT_TRUE(child.kill());
 }
 
@@ -279,7 +282,8 @@ TEST_F(PeerFaults, ShutdownWakesAConnectBlockedOnASilentListener) {
     EXPECT_EQ(done.get(), MPCOMM_ERR_NOT_INITIALIZED);
     caller.join();
     comm.reset();
-    EXPECT_EQ(threadCount(), baseline);
+    EXPECT_TRUE(waitUntil([&] { return threadCount() == baseline; }))
+        << threadCount() << " threads, " << baseline << " before";
     ::close(accepted);
     ::close(listener);
 }

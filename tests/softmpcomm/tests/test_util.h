@@ -122,6 +122,20 @@ inline int threadCount() {
     return count;
 }
 
+// Polls `pred` until it holds (true) or `bound_ms` has passed (false, after
+// one last look): for state with no event to wait on, such as the thread
+// count, which drops only once the kernel has reaped a joined thread.
+template <typename Pred>
+bool waitUntil(Pred pred, int bound_ms = 10000) {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= deadline) return pred();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
 // Milliseconds since `start` on the steady clock.
 inline int64_t msSince(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
