@@ -54,13 +54,9 @@ const char* jsonTypeName(const Json::Value& v) {
 
 Status parseObject(const std::string& text, const std::string& source,
                    Json::Value& out) {
-    Json::CharReaderBuilder builder;
-    builder["collectComments"] = false;
-    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
     std::string errs;
     Json::Value parsed;
-    if (!reader->parse(text.data(), text.data() + text.size(), &parsed,
-                       &errs)) {
+    if (!parseJsonText(text, false, parsed, errs)) {
         return Status::MalformedJson("invalid JSON in " + source + ": " +
                                      foldJsonErrors(errs));
     }
@@ -87,6 +83,12 @@ Status readFile(const std::string& path, std::string& text) {
     }
     text = ss.str();
     return Status::OK();
+}
+
+// An integer as the JSON text wrote it: 3.0 is a real, not an int, and
+// reads as absent for the integer getters (jsoncpp's isInt() accepts it).
+bool isInteger(const Json::Value* v) {
+    return v && (v->type() == Json::intValue || v->type() == Json::uintValue);
 }
 
 }  // namespace
@@ -218,9 +220,7 @@ template <>
 int Config::get<int>(const std::string& path, const int& default_value) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     const Json::Value* v = find(path);
-    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
-        return default_value;
-    return v->isInt() ? v->asInt() : default_value;
+    return (isInteger(v) && v->isInt()) ? v->asInt() : default_value;
 }
 
 template <>
@@ -228,9 +228,8 @@ int64_t Config::get<int64_t>(const std::string& path,
                              const int64_t& default_value) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     const Json::Value* v = find(path);
-    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
-        return default_value;
-    return v->isInt64() ? static_cast<int64_t>(v->asInt64()) : default_value;
+    return (isInteger(v) && v->isInt64()) ? static_cast<int64_t>(v->asInt64())
+                                          : default_value;
 }
 
 template <>
@@ -238,9 +237,9 @@ uint64_t Config::get<uint64_t>(const std::string& path,
                                const uint64_t& default_value) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
     const Json::Value* v = find(path);
-    if (!v || !(v->type() == Json::intValue || v->type() == Json::uintValue))
-        return default_value;
-    return v->isUInt64() ? static_cast<uint64_t>(v->asUInt64()) : default_value;
+    return (isInteger(v) && v->isUInt64())
+               ? static_cast<uint64_t>(v->asUInt64())
+               : default_value;
 }
 
 template <>

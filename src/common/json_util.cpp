@@ -1,5 +1,6 @@
 #include "common/json_util.h"
 
+#include <memory>
 #include <sstream>
 
 namespace mooncake::tent {
@@ -27,6 +28,15 @@ std::string foldJsonErrors(const std::string& errors) {
         }
     }
     return out;
+}
+
+bool parseJsonText(const std::string& text, bool fail_if_extra,
+                   Json::Value& out, std::string& errs) {
+    Json::CharReaderBuilder builder;
+    if (fail_if_extra) builder["failIfExtra"] = true;
+    builder["collectComments"] = false;
+    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
+    return reader->parse(text.data(), text.data() + text.size(), &out, &errs);
 }
 
 }  // namespace mooncake::tent

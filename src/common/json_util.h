@@ -16,4 +16,10 @@ std::string toCompactJson(const Json::Value& value);
 // Status message or a log line stays single-line.
 std::string foldJsonErrors(const std::string& errors);
 
+// Parses `text` (comments dropped; with `fail_if_extra`, text after the
+// value is an error). False with jsoncpp's raw errors in `errs`; the caller
+// words the Status, since each caller names its own source.
+bool parseJsonText(const std::string& text, bool fail_if_extra,
+                   Json::Value& out, std::string& errs);
+
 }  // namespace mooncake::tent

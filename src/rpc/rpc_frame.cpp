@@ -86,14 +86,9 @@ std::string encodeJson(const Json::Value& value) {
 }
 
 Status decodeJsonObject(const std::string& payload, Json::Value& value) {
-    Json::CharReaderBuilder builder;
-    builder["failIfExtra"] = true;
-    builder["collectComments"] = false;
-    std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
     std::string errs;
     Json::Value parsed;
-    if (!reader->parse(payload.data(), payload.data() + payload.size(), &parsed,
-                       &errs)) {
+    if (!parseJsonText(payload, true, parsed, errs)) {
         return Status::MalformedJson("invalid JSON: " + foldJsonErrors(errs));
     }
     if (!parsed.isObject()) {
