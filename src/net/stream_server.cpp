@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/range_check.h"
+
 namespace mooncake::tent::net {
 
 namespace {
@@ -29,11 +31,7 @@ int64_t nowMs() {
 Status readPositive(const Config& conf, const std::string& key, int max,
                     int& value) {
     int v = conf.get(key, value);
-    if (v <= 0 || v > max) {
-        return Status::InvalidArgument(key + " must be in [1, " +
-                                       std::to_string(max) + "], got " +
-                                       std::to_string(v));
-    }
+    CHECK_STATUS(checkInRange(key, v, 1, max));
     value = v;
     return Status::OK();
 }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/range_check.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -59,10 +60,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     }
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
-    if (rpc_timeout_ms <= 0) {
-        return Status::InvalidArgument("rpc/timeout_ms must be positive, got " +
-                                       std::to_string(rpc_timeout_ms));
-    }
+    CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
         "", std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms),

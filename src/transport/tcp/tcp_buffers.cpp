@@ -8,15 +8,11 @@
 
 namespace mooncake::tent {
 
-namespace {
-
 std::string hexRange(uint64_t addr, uint64_t length) {
     std::ostringstream os;
     os << "[0x" << std::hex << addr << ", +0x" << length << ")";
     return os.str();
 }
-
-}  // namespace
 
 TcpBufferTable::Pin::Pin(TcpBufferTable* table, std::shared_ptr<Entry> entry,
                          int fd)

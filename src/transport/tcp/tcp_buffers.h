@@ -26,6 +26,9 @@
 
 namespace mooncake::tent {
 
+// "[0x1000, +0x40)": a byte range as the transport's errors and logs name it.
+std::string hexRange(uint64_t addr, uint64_t length);
+
 class TcpBufferTable {
     struct Entry;
 

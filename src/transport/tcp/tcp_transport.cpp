@@ -6,8 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <sstream>
-
+#include "common/range_check.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
 #include "transport/tcp/tcp_buffers.h"
@@ -17,12 +16,6 @@
 namespace mooncake::tent {
 
 namespace {
-
-std::string hexRange(uint64_t addr, uint64_t length) {
-    std::ostringstream os;
-    os << "[0x" << std::hex << addr << ", +0x" << length << ")";
-    return os.str();
-}
 
 // "host:port" -> "host"; a name without a port is already a host.
 std::string hostOf(const std::string& segment_name) {
@@ -56,24 +49,12 @@ Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
     if (!conf) return Status::OK();
     int timeout_ms = conf->get("transports/tcp/timeout_ms", out.timeout_ms);
-    if (timeout_ms <= 0) {
-        return Status::InvalidArgument(
-            "transports/tcp/timeout_ms must be positive, got " +
-            std::to_string(timeout_ms));
-    }
+    CHECK_STATUS(checkPositive("transports/tcp/timeout_ms", timeout_ms));
     int workers = conf->get("transports/tcp/workers", out.workers);
-    if (workers <= 0 || workers > 256) {
-        return Status::InvalidArgument(
-            "transports/tcp/workers must be in [1, 256], got " +
-            std::to_string(workers));
-    }
+    CHECK_STATUS(checkInRange("transports/tcp/workers", workers, 1, 256));
     int wait_ms =
         conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
-    if (wait_ms <= 0) {
-        return Status::InvalidArgument(
-            "transports/tcp/unregister_wait_ms must be positive, got " +
-            std::to_string(wait_ms));
-    }
+    CHECK_STATUS(checkPositive("transports/tcp/unregister_wait_ms", wait_ms));
     int send_buffer =
         conf->get("transports/tcp/send_buffer_bytes", out.send_buffer_bytes);
     if (send_buffer != 0 && (send_buffer < kMinSendBufferBytes ||
@@ -87,14 +68,9 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     }
     int slice =
         conf->get("transports/tcp/min_slice_bytes", out.min_slice_bytes);
-    if (slice < kMinSliceBytes ||
-        static_cast<uint64_t>(slice) > tcp_wire::kMaxChunk) {
-        return Status::InvalidArgument(
-            "transports/tcp/min_slice_bytes must be in [" +
-            std::to_string(kMinSliceBytes) + ", " +
-            std::to_string(tcp_wire::kMaxChunk) + "], got " +
-            std::to_string(slice));
-    }
+    CHECK_STATUS(checkInRange("transports/tcp/min_slice_bytes", slice,
+                              kMinSliceBytes,
+                              static_cast<int64_t>(tcp_wire::kMaxChunk)));
     out.timeout_ms = timeout_ms;
     out.workers = workers;
     out.min_slice_bytes = slice;
