@@ -128,13 +128,8 @@ class LibMpcommAdapter : public MpcommAdapter {
 
     Status registerMemory(void* addr, size_t length) override {
         CHECK_STATUS(checkLive("registerMemory"));
-        int rc = comm_->registerMemory(addr, length);
-        if (rc != mpcomm::MPCOMM_SUCCESS) {
-            return mpcommProviderError("registerMemory(" + hex(addr) + ", " +
-                                           std::to_string(length) + ")",
-                                       rc);
-        }
-        return Status::OK();
+        return rangeCallResult("registerMemory", addr, length,
+                               comm_->registerMemory(addr, length));
     }
 
     void unregisterMemory(void* addr) override {
@@ -143,13 +138,8 @@ class LibMpcommAdapter : public MpcommAdapter {
 
     Status publishBuffer(void* addr, size_t length, int numa_node) override {
         CHECK_STATUS(checkLive("publishBuffer"));
-        int rc = comm_->publishBuffer(addr, length, numa_node);
-        if (rc != mpcomm::MPCOMM_SUCCESS) {
-            return mpcommProviderError("publishBuffer(" + hex(addr) + ", " +
-                                           std::to_string(length) + ")",
-                                       rc);
-        }
-        return Status::OK();
+        return rangeCallResult("publishBuffer", addr, length,
+                               comm_->publishBuffer(addr, length, numa_node));
     }
 
     void unpublishBuffer(void* addr) override {
@@ -265,10 +255,17 @@ class LibMpcommAdapter : public MpcommAdapter {
         }
     }
 
-    static std::string hex(void* addr) {
+    // The Status of a provider call on [addr, addr + length): OK, or the
+    // provider's code with the call and its range, e.g.
+    // "registerMemory(0x7f00, 4096)".
+    static Status rangeCallResult(const char* operation, void* addr,
+                                  size_t length, int rc) {
+        if (rc == mpcomm::MPCOMM_SUCCESS) return Status::OK();
         char buf[32];
         snprintf(buf, sizeof(buf), "%p", addr);
-        return buf;
+        return mpcommProviderError(std::string(operation) + "(" + buf + ", " +
+                                       std::to_string(length) + ")",
+                                   rc);
     }
 
     std::unique_ptr<mpcomm::MPComm> comm_;

@@ -111,11 +111,14 @@ Status MpcommEndpoint::parseAdvertiseAddress(const std::string& text,
 
 std::string MpcommEndpoint::buildAttr(const std::string& local_segment_name,
                                       int tcp_port) {
-    size_t colon = local_segment_name.rfind(':');
-    std::string host = colon == std::string::npos
-                           ? local_segment_name
-                           : local_segment_name.substr(0, colon);
-    return kMpcommEndpointAttrPrefix + host + ":" + std::to_string(tcp_port);
+    return kMpcommEndpointAttrPrefix + hostOf(local_segment_name) + ":" +
+           std::to_string(tcp_port);
+}
+
+std::string MpcommEndpoint::hostOf(const std::string& segment_name) {
+    size_t colon = segment_name.rfind(':');
+    return colon == std::string::npos ? segment_name
+                                      : segment_name.substr(0, colon);
 }
 
 }  // namespace mooncake::tent

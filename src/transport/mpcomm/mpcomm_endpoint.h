@@ -20,6 +20,8 @@ class MpcommEndpoint {
                                         std::string& host);
     static std::string buildAttr(const std::string& local_segment_name,
                                  int tcp_port);
+    // "10.0.0.1:12345" -> "10.0.0.1"; a name without ':' is all host.
+    static std::string hostOf(const std::string& segment_name);
 };
 
 }  // namespace mooncake::tent

@@ -5,20 +5,10 @@
 
 #include <glog/logging.h>
 
+#include "mpcomm_endpoint.h"
 #include "mpcomm_resolve_cache.h"
 
 namespace mooncake::tent {
-
-namespace {
-
-// "10.0.0.1:12345" -> "10.0.0.1"; a name without ':' is all host.
-std::string hostPartOf(const std::string& segment_name) {
-    size_t colon = segment_name.rfind(':');
-    return colon == std::string::npos ? segment_name
-                                      : segment_name.substr(0, colon);
-}
-
-}  // namespace
 
 void MpcommPeerResolver::bind(std::shared_ptr<ControlService> metadata,
                               int remote_tcp_port) {
@@ -158,7 +148,7 @@ void MpcommPeerResolver::readDescriptor(const SegmentDescRef& desc,
         return;
     }
     if (remote_tcp_port_ != 0) {
-        view.addr = hostPartOf(name);
+        view.addr = MpcommEndpoint::hostOf(name);
         view.port = remote_tcp_port_;
         if (!registry_.contains(name)) {
             LOG(WARNING) << "MpcommTransport: segment " << name
