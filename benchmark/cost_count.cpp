@@ -77,21 +77,12 @@ std::string countBatches(WorldT& world, int buffers, int peers, int batch,
 }
 
 std::string countAdapter(int peers, int batch, long measured) {
-    auto owned = std::make_shared<InstantMpcommAdapter>();
-    // Through the base class, as the transport calls it (see
-    // BM_AdapterDirect).
-    MpcommAdapter* adapter = owned.get();
-    asm volatile("" : "+r"(adapter));
-    std::vector<std::string> hosts;
-    for (int p = 0; p < peers; ++p) {
-        hosts.push_back("10.1.0." + std::to_string(p + 1) + ":16000");
-    }
-    std::vector<MpcommTransferHandle> handles(batch);
+    AdapterWorld world(peers, batch);
     size_t i = 0;
-    bool ok = runAdapterBatch(adapter, hosts, handles, i);
+    bool ok = world.runBatch(i);
     startCounting();
     for (long n = 0; n < measured; ++n) {
-        ok = runAdapterBatch(adapter, hosts, handles, i) && ok;
+        ok = world.runBatch(i) && ok;
     }
     stopCounting();
     return ok ? "" : "the instant adapter reported a failure";

@@ -159,27 +159,26 @@ Status parseSegTypes(BenchOptions& options) {
     return Status::OK();
 }
 
+// InvalidArgument "--FLAG=VALUE RULE" unless `ok`: every flag error names
+// the flag and the value given.
+Status requireFlag(bool ok, const char* flag, const std::string& value,
+                   const std::string& rule) {
+    if (ok) return Status::OK();
+    return Status::InvalidArgument(std::string("--") + flag + "=" + value +
+                                   " " + rule);
+}
+
 Status checkRange(const char* start_flag, uint64_t start, const char* max_flag,
                   uint64_t max) {
-    if (start == 0) {
-        return Status::InvalidArgument(std::string("--") + start_flag +
-                                       "=0 must be positive");
-    }
-    if (max < start) {
-        return Status::InvalidArgument(
-            std::string("--") + max_flag + "=" + std::to_string(max) +
-            " is smaller than --" + start_flag + "=" + std::to_string(start));
-    }
-    return Status::OK();
+    CHECK_STATUS(requireFlag(start != 0, start_flag, "0", "must be positive"));
+    return requireFlag(max >= start, max_flag, std::to_string(max),
+                       std::string("is smaller than --") + start_flag + "=" +
+                           std::to_string(start));
 }
 
 Status checkAtMost(const char* flag, uint64_t value, uint64_t max) {
-    if (value > max) {
-        return Status::InvalidArgument(std::string("--") + flag + "=" +
-                                       std::to_string(value) + " exceeds " +
-                                       std::to_string(max));
-    }
-    return Status::OK();
+    return requireFlag(value <= max, flag, std::to_string(value),
+                       "exceeds " + std::to_string(max));
 }
 
 }  // namespace
@@ -221,20 +220,17 @@ Status parseOptions(BenchOptions& options) {
     CHECK_STATUS(parseTransportFlag("tent_transport_hint",
                                     FLAGS_tent_transport_hint,
                                     options.transport_hint));
-    if (FLAGS_rpc_server_port < 0 || FLAGS_rpc_server_port > 65535) {
-        return Status::InvalidArgument(
-            "--rpc_server_port=" + std::to_string(FLAGS_rpc_server_port) +
-            " is outside 0-65535");
-    }
+    CHECK_STATUS(requireFlag(
+        FLAGS_rpc_server_port >= 0 && FLAGS_rpc_server_port <= 65535,
+        "rpc_server_port", std::to_string(FLAGS_rpc_server_port),
+        "is outside 0-65535"));
     options.rpc_server_port = FLAGS_rpc_server_port;
     options.target_seg_name = FLAGS_target_seg_name;
     options.is_target = FLAGS_target_seg_name.empty();
     CHECK_STATUS(parseSegTypes(options));
 
-    if (FLAGS_total_buffer_size == 0) {
-        return Status::InvalidArgument(
-            "--total_buffer_size=0 must be positive");
-    }
+    CHECK_STATUS(requireFlag(FLAGS_total_buffer_size != 0, "total_buffer_size",
+                             "0", "must be positive"));
     options.total_buffer_size = FLAGS_total_buffer_size;
 
     std::string op = lower(FLAGS_op_type);
@@ -253,11 +249,9 @@ Status parseOptions(BenchOptions& options) {
                             "max_block_size", FLAGS_max_block_size));
     CHECK_STATUS(checkRange("start_batch_size", FLAGS_start_batch_size,
                             "max_batch_size", FLAGS_max_batch_size));
-    if (FLAGS_start_num_threads <= 0) {
-        return Status::InvalidArgument(
-            "--start_num_threads=" + std::to_string(FLAGS_start_num_threads) +
-            " must be positive");
-    }
+    CHECK_STATUS(requireFlag(FLAGS_start_num_threads > 0, "start_num_threads",
+                             std::to_string(FLAGS_start_num_threads),
+                             "must be positive"));
     CHECK_STATUS(checkRange("start_num_threads", FLAGS_start_num_threads,
                             "max_num_threads", FLAGS_max_num_threads));
     // checkRange() made it positive.
@@ -270,21 +264,15 @@ Status parseOptions(BenchOptions& options) {
     options.start_num_threads = FLAGS_start_num_threads;
     options.max_num_threads = FLAGS_max_num_threads;
 
-    if (!(FLAGS_duration > 0)) {
-        return Status::InvalidArgument(
-            "--duration=" + formatSeconds(FLAGS_duration) +
-            " must be positive");
-    }
-    if (!(FLAGS_warmup_duration >= 0)) {
-        return Status::InvalidArgument(
-            "--warmup_duration=" + formatSeconds(FLAGS_warmup_duration) +
-            " must be zero or positive");
-    }
-    if (!(FLAGS_transfer_timeout_s > 0)) {
-        return Status::InvalidArgument(
-            "--transfer_timeout_s=" + formatSeconds(FLAGS_transfer_timeout_s) +
-            " must be positive");
-    }
+    CHECK_STATUS(requireFlag(FLAGS_duration > 0, "duration",
+                             formatSeconds(FLAGS_duration),
+                             "must be positive"));
+    CHECK_STATUS(requireFlag(FLAGS_warmup_duration >= 0, "warmup_duration",
+                             formatSeconds(FLAGS_warmup_duration),
+                             "must be zero or positive"));
+    CHECK_STATUS(requireFlag(FLAGS_transfer_timeout_s > 0, "transfer_timeout_s",
+                             formatSeconds(FLAGS_transfer_timeout_s),
+                             "must be positive"));
     CHECK_STATUS(
         checkAtMost("poll_sleep_us", FLAGS_poll_sleep_us, kMaxPollSleepUs));
     options.poll_yields = FLAGS_poll_yields;

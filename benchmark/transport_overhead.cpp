@@ -168,22 +168,11 @@ BENCHMARK(BM_EngineWrite)
 void BM_AdapterDirect(benchmark::State& state) {
     const int peers = static_cast<int>(state.range(0));
     const int batch = static_cast<int>(state.range(1));
-    auto owned = std::make_shared<InstantMpcommAdapter>();
-    // Called through the base class, as the transport calls it; hiding the
-    // pointer keeps the compiler from devirtualising and inlining the calls.
-    // (Not benchmark::DoNotOptimize: with GCC 12 under ASan+UBSan its
-    // two-alternative "+m,r" operand left the pointer reading 0x1.)
-    MpcommAdapter* adapter = owned.get();
-    asm volatile("" : "+r"(adapter));
-    std::vector<std::string> hosts;
-    for (int p = 0; p < peers; ++p) {
-        hosts.push_back("10.1.0." + std::to_string(p + 1) + ":16000");
-    }
-    std::vector<MpcommTransferHandle> handles(batch);
+    AdapterWorld world(peers, batch);
     size_t i = 0;
     bool ok = true;
     for (auto _ : state) {
-        ok = runAdapterBatch(adapter, hosts, handles, i) && ok;
+        ok = world.runBatch(i) && ok;
     }
     if (!ok) state.SkipWithError("the instant adapter reported a failure");
     reportPerRequest(state, batch);
