@@ -101,6 +101,29 @@ inline std::vector<TransferStatus> runBatch(
     return states;
 }
 
+// In a target child: allocates one kBufferSize buffer on `engine`, fills
+// it with pattern seed 7 and registers it. "" with `buf` set, else what
+// failed.
+inline std::string publishPatternBuffer(TransferEngine& engine, void*& buf) {
+    if (!engine.allocateLocalMemory(&buf, kBufferSize).ok()) {
+        return "allocateLocalMemory failed";
+    }
+    auto* bytes = static_cast<uint8_t*>(buf);
+    for (size_t i = 0; i < kBufferSize; ++i) bytes[i] = patternByte(i, 7);
+    Status s = engine.registerLocalMemory(buf, kBufferSize);
+    if (!s.ok()) return "registerLocalMemory: " + s.ToString();
+    return "";
+}
+
+// The line a target child reports once its buffer is published: its
+// segment name and the buffer's address, which the parent reads back with
+// `std::istringstream(line) >> name >> base`.
+inline std::string targetReport(const TransferEngine& engine, void* buf) {
+    std::ostringstream os;
+    os << engine.getSegmentName() << " " << reinterpret_cast<uintptr_t>(buf);
+    return os.str();
+}
+
 [[noreturn]] inline void serveTarget(TransportType xport, int port,
                                      int report_fd, int release_fd) {
     setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
@@ -116,21 +139,12 @@ inline std::vector<TransferStatus> runBatch(
             _exit(0);
         }
         void* buf = nullptr;
-        if (!engine.allocateLocalMemory(&buf, kBufferSize).ok()) {
-            report("SKIP allocateLocalMemory failed");
+        std::string error = publishPatternBuffer(engine, buf);
+        if (!error.empty()) {
+            report("SKIP " + error);
             _exit(1);
         }
-        auto* bytes = static_cast<uint8_t*>(buf);
-        for (size_t i = 0; i < kBufferSize; ++i) bytes[i] = patternByte(i, 7);
-        Status s = engine.registerLocalMemory(buf, kBufferSize);
-        if (!s.ok()) {
-            report("SKIP registerLocalMemory: " + s.ToString());
-            _exit(1);
-        }
-        std::ostringstream os;
-        os << engine.getSegmentName() << " "
-           << reinterpret_cast<uintptr_t>(buf);
-        report(os.str());
+        report(targetReport(engine, buf));
         char c;
         while (read(release_fd, &c, 1) > 0) {
         }

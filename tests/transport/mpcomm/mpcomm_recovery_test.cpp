@@ -122,22 +122,17 @@ class TargetProcess {
         auto conf = onlyTransport(MPCOMM);
         conf->set("rpc_server_port", rpc_port);
         TransferEngine engine(conf);
-        void* buf = nullptr;
-        if (!engine.available() || !hasTransport(engine, MPCOMM) ||
-            !engine.allocateLocalMemory(&buf, kBufferSize).ok()) {
+        if (!engine.available() || !hasTransport(engine, MPCOMM)) {
             say("ERROR target engine without MPComm");
             _exit(1);
         }
-        auto* bytes = static_cast<uint8_t*>(buf);
-        for (size_t i = 0; i < kBufferSize; ++i) bytes[i] = patternByte(i, 7);
-        if (!engine.registerLocalMemory(buf, kBufferSize).ok()) {
-            say("ERROR registerLocalMemory failed");
+        void* buf = nullptr;
+        std::string error = publishPatternBuffer(engine, buf);
+        if (!error.empty()) {
+            say("ERROR " + error);
             _exit(1);
         }
-        std::ostringstream os;
-        os << engine.getSegmentName() << " "
-           << reinterpret_cast<uintptr_t>(buf);
-        say(os.str());
+        say(targetReport(engine, buf));
         std::string command;
         while (readLine(command_fd, command, Clock::now() + kDeadline * 100)) {
             if (command == "rereg") {
