@@ -16,35 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "kit/descriptor_fetcher.h"
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/transport.h"
 
 namespace mooncake::tent::bench {
 
 // Answers a descriptor request with another in-process SegmentManager's
-// published snapshot, as the p2p metadata RPC would with a real peer.
-class InProcessFetcher : public SegmentFetcher {
- public:
-    void add(const std::string& name, std::shared_ptr<SegmentManager> sm) {
-        std::lock_guard<std::mutex> lock(mu_);
-        peers_[name] = sm;
-    }
-    Status fetch(const std::string& name, SegmentDesc& out) override {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = peers_.find(name);
-        std::shared_ptr<SegmentManager> peer =
-            it == peers_.end() ? nullptr : it->second.lock();
-        if (!peer) return Status::MetadataError("no segment named " + name);
-        out = *peer->getLocal();
-        return Status::OK();
-    }
-
- private:
-    std::mutex mu_;
-    // Weak: every manager holds this fetcher, so strong references back
-    // would form a cycle.
-    std::map<std::string, std::weak_ptr<SegmentManager>> peers_;
-};
+// published snapshot (tests/kit/descriptor_fetcher.h).
+using InProcessFetcher = testing::DescriptorFetcher;
 
 // One batch through the Transport API: allocate a sub-batch, submit every
 // request in one call, poll each task until it leaves PENDING (yielding

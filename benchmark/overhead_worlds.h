@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kit/instant_mpcomm_adapter.h"
 #include "overhead_support.h"
 #include "tent/common/config.h"
 #include "tent/runtime/control_plane.h"
@@ -31,72 +32,9 @@
 
 namespace mooncake::tent::bench {
 
-// Every transfer completes as it is posted, with full success. The length
-// of a posted transfer is kept in a ring indexed by handle, because a
-// transfer that reports fewer bytes than requested is demoted to FAILED;
-// the ring is large enough for any number of transfers in flight that a
-// benchmark here creates, and atomic so that posting and polling may
-// happen on different threads.
-class InstantMpcommAdapter final : public MpcommAdapter {
- public:
-    bool available() const noexcept override { return true; }
-
-    Status init(const std::string&, const std::string&, int tcp_port) override {
-        port_.store(tcp_port, std::memory_order_relaxed);
-        return Status::OK();
-    }
-    int tcpPort() const override {
-        return port_.load(std::memory_order_relaxed);
-    }
-    Status startAcceptThread() override { return Status::OK(); }
-    void stopAcceptThread() override {}
-    void shutdown() override {}
-
-    Status registerMemory(void*, size_t) override { return Status::OK(); }
-    void unregisterMemory(void*) override {}
-    Status publishBuffer(void*, size_t, int) override { return Status::OK(); }
-    void unpublishBuffer(void*) override {}
-
-    Status connect(const std::string&, const std::string&, int) override {
-        return Status::OK();
-    }
-    Status queryRemoteBuffer(const std::string&, const std::string&,
-                             int) override {
-        return Status::OK();
-    }
-
-    MpcommTransferHandle putAsync(uintptr_t, const std::string&, uintptr_t,
-                                  size_t length) override {
-        return post(length);
-    }
-    MpcommTransferHandle getAsync(uintptr_t, const std::string&, uintptr_t,
-                                  size_t length) override {
-        return post(length);
-    }
-    bool isTransferComplete(MpcommTransferHandle) override { return true; }
-    MpcommTransferOutcome getTransferResult(
-        MpcommTransferHandle handle) override {
-        size_t length =
-            lengths_[handle % kSlots].load(std::memory_order_acquire);
-        return {true, length, 0};
-    }
-    void releaseTransfer(MpcommTransferHandle) override {}
-
- private:
-    static constexpr size_t kSlots = 4096;
-
-    MpcommTransferHandle post(size_t length) {
-        MpcommTransferHandle handle =
-            next_.fetch_add(1, std::memory_order_relaxed);
-        lengths_[handle % kSlots].store(length, std::memory_order_release);
-        return handle;
-    }
-
-    std::atomic<int> port_{0};
-    // Starts at 1: 0 is kInvalidMpcommTransferHandle.
-    std::atomic<MpcommTransferHandle> next_{1};
-    std::array<std::atomic<size_t>, kSlots> lengths_{};
-};
+// Every transfer completes as it is posted, with full success; no lock,
+// no bookkeeping (tests/kit/instant_mpcomm_adapter.h).
+using InstantMpcommAdapter = testing::InstantMpcommAdapter;
 
 constexpr uint64_t kBlock = 64 << 10;
 // Where the fake peer buffers of BM_TransportWrite start; never

@@ -1,0 +1,85 @@
+// tent_transport_conformance_test: the same WRITE/READ, bad-range,
+// dead-peer and teardown cases over every data transport in this build
+// (tcp always; mpcomm when built with USE_MPCOMM), between two processes.
+#include "kit/two_process_fixture.h"
+
+namespace mooncake::tent::testing {
+namespace {
+
+class TransportConformance
+    : public TwoProcessTest,
+      public ::testing::WithParamInterface<TransportType> {
+ protected:
+    void SetUp() override { startPair(GetParam()); }
+};
+
+TEST_P(TransportConformance, ReadSeesTheTargetsBytes) {
+    expectTargetsInitialPattern();
+}
+
+TEST_P(TransportConformance, WriteThenReadBackInManySmallRequests) {
+    expectRoundTrip(3, 64u << 10);
+}
+
+TEST_P(TransportConformance, ARangeOutsideThePeersBuffersFailsOnlyItsTask) {
+    for (size_t i = 0; i < kBufferSize; ++i) localBytes()[i] = 0xAB;
+    Request good = request(Request::WRITE, 0, 4096);
+    Request straddling = request(Request::WRITE, 0, 8192);
+    straddling.target_offset = target_base_ + kBufferSize - 4096;
+    Request before = request(Request::WRITE, 0, 4096);
+    before.target_offset = target_base_ - 4096;
+    auto states = run({good, straddling, before});
+    EXPECT_EQ(states[0].s, COMPLETED);
+    EXPECT_EQ(states[1].s, FAILED);
+    EXPECT_EQ(states[2].s, FAILED);
+    // The refused write touched nothing: the target's last page still
+    // holds its original pattern.
+    states = run({request(Request::READ, kBufferSize - 4096, 4096)});
+    ASSERT_EQ(states[0].s, COMPLETED);
+    for (size_t i = kBufferSize - 4096; i < kBufferSize; ++i) {
+        ASSERT_EQ(localBytes()[i], patternByte(i, 7)) << "byte " << i;
+    }
+}
+
+TEST_P(TransportConformance, ADeadPeerFailsTransfersWithoutHanging) {
+    auto states = run({request(Request::WRITE, 0, 4096)});
+    ASSERT_EQ(states[0].s, COMPLETED);
+    killTarget();
+    states = run({request(Request::WRITE, 0, 65536),
+                  request(Request::READ, 65536, 65536)});
+    EXPECT_EQ(states[0].s, FAILED);
+    EXPECT_EQ(states[1].s, FAILED);
+}
+
+TEST_P(TransportConformance, TeardownWithTransfersInFlightLeavesThePeerUsable) {
+    constexpr size_t kChunk = 256u << 10;
+    std::vector<Request> writes;
+    for (size_t off = 0; off < kBufferSize; off += kChunk) {
+        writes.push_back(request(Request::WRITE, off, kChunk));
+    }
+    BatchID batch = engine_->allocateBatch(writes.size());
+    ASSERT_NE(batch, 0u);
+    ASSERT_TRUE(engine_->submitTransfer(batch, writes).ok());
+    // Destroy the engine with the batch neither polled nor freed.
+    abandonInitiator();
+    startInitiator();
+    expectRoundTrip(11, kChunk);
+}
+
+std::vector<TransportType> transportsInThisBuild() {
+    std::vector<TransportType> list = {TCP};
+#ifdef TENT_HAVE_MPCOMM
+    list.push_back(MPCOMM);
+#endif
+    return list;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryTransport, TransportConformance,
+    ::testing::ValuesIn(transportsInThisBuild()),
+    [](const ::testing::TestParamInfo<TransportType>& info) {
+        return std::string(transportTypeName(info.param));
+    });
+
+}  // namespace
+}  // namespace mooncake::tent::testing

@@ -1,0 +1,87 @@
+// Shared pieces of the TCP transport suites (tcp_transport_test.cpp,
+// tcp_target_test.cpp, tcp_hostile_test.cpp, tcp_slice_test.cpp): a
+// fetcher that points every segment at one endpoint, installing a
+// transport, and request headers written byte by byte, so the tests do not
+// share the encoder they check.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "kit/descriptor_fetcher.h"
+#include "kit/request_builder.h"
+#include "tent/runtime/control_plane.h"
+#include "tent/runtime/segment_manager.h"
+#include "tent/runtime/topology.h"
+#include "tent/transport/tcp/tcp_transport.h"
+
+namespace mooncake::tent::testing {
+
+constexpr uint32_t kTcpMagic = 0x54454e54;  // "TENT"
+constexpr uint32_t kTcpRead = 1, kTcpWrite = 2;
+
+// Installs `transport` under `manager`'s local segment name, configured by
+// `conf`; returns what install() said.
+inline Status installTcp(TcpTransport& transport,
+                         const std::shared_ptr<SegmentManager>& manager,
+                         std::shared_ptr<Config> conf) {
+    std::string name = manager->getLocal()->name;
+    return transport.install(name, std::make_shared<ControlService>(manager),
+                             std::make_shared<Topology>(), std::move(conf));
+}
+
+// A fresh TcpTransport whose configuration sets `key` to `value`: what its
+// install() said.
+inline Status installWithKey(const std::string& key, int value) {
+    auto manager = std::make_shared<SegmentManager>(
+        "127.0.0.1:1", DescriptorFetcher::fixedEndpoint(TCP, ""));
+    auto conf = std::make_shared<Config>();
+    conf->set(key, value);
+    TcpTransport transport;
+    return installTcp(transport, manager, conf);
+}
+
+inline Request requestTo(SegmentID target, Request::OpCode op, void* local,
+                         uint64_t offset, size_t length) {
+    return makeRequest(op, local, target, offset, length);
+}
+
+// Polls task `task` of `batch` until it leaves PENDING or `bound_ms`
+// passed (which only turns a hang into a failure); its last status. A
+// status call that fails fails the test.
+inline TransferStatus waitWhilePending(Transport& transport,
+                                       Transport::SubBatchRef batch, int task,
+                                       int bound_ms) {
+    TransferStatus st;
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+    do {
+        Status s = transport.getTransferStatus(batch, task, st);
+        if (!s.ok()) {
+            ADD_FAILURE() << "getTransferStatus(task " << task << "): " << s;
+            break;
+        }
+        std::this_thread::yield();
+    } while (st.s == PENDING && std::chrono::steady_clock::now() < deadline);
+    return st;
+}
+
+// A request header as the wire carries it: big-endian magic, op, address
+// and length.
+inline std::string tcpHeader(uint32_t magic, uint32_t op, uint64_t addr,
+                             uint64_t len) {
+    unsigned char b[24];
+    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
+    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
+    return std::string(reinterpret_cast<char*>(b), sizeof(b));
+}
+
+}  // namespace mooncake::tent::testing

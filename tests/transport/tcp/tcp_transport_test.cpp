@@ -1,0 +1,550 @@
+// TcpTransport between two processes: a forked child runs the target
+// engine, the parent drives WRITE/READ batches against it.
+#include "tent/transport/tcp/tcp_transport.h"
+
+#include <arpa/inet.h>
+#include <glog/logging.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "kit/log_capture.h"
+#include "net/stream_server.h"
+#include "tcp_test_support.h"
+#include "tent/transfer_engine.h"
+
+namespace mooncake::tent {
+namespace {
+
+constexpr size_t kTargetBytes = 4 << 20;
+
+// The child: one engine with one registered 4 MiB buffer. It reports
+// "<segment name> <buffer address>\n" on `report_fd` and serves until
+// `control_fd` reaches EOF (the parent closed it or died).
+[[noreturn]] void runTarget(int report_fd, int control_fd) {
+    ::unsetenv("MC_TENT_CONF");
+    int rc = 1;
+    {
+        TransferEngine engine;
+        void* buf = nullptr;
+        if (engine.available() &&
+            engine.allocateLocalMemory(&buf, kTargetBytes).ok()) {
+            std::memset(buf, 0, kTargetBytes);
+            if (engine.registerLocalMemory(buf, kTargetBytes).ok()) {
+                std::ostringstream os;
+                os << engine.getSegmentName() << " "
+                   << reinterpret_cast<uint64_t>(buf) << "\n";
+                std::string line = os.str();
+                if (::write(report_fd, line.data(), line.size()) ==
+                    static_cast<ssize_t>(line.size())) {
+                    char c;
+                    while (::read(control_fd, &c, 1) > 0) {
+                    }
+                    rc = 0;
+                }
+            }
+        }
+    }
+    ::_exit(rc);
+}
+
+class TcpTransportTest : public ::testing::Test {
+ protected:
+    void SetUp() override {
+        ::unsetenv("MC_TENT_CONF");
+        // Forked before the parent starts any engine thread.
+        int report[2], control[2];
+        ASSERT_EQ(::pipe(report), 0);
+        ASSERT_EQ(::pipe(control), 0);
+        child_ = ::fork();
+        ASSERT_GE(child_, 0);
+        if (child_ == 0) {
+            ::close(report[0]);
+            ::close(control[1]);
+            runTarget(report[1], control[0]);
+        }
+        ::close(report[1]);
+        ::close(control[0]);
+        control_fd_ = control[1];
+
+        std::string line;
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (line.find('\n') == std::string::npos) {
+            int left = static_cast<int>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count());
+            ASSERT_GT(left, 0) << "target did not report within 60 s";
+            struct pollfd pfd = {report[0], POLLIN, 0};
+            if (::poll(&pfd, 1, left) <= 0) continue;
+            char buf[256];
+            ssize_t n = ::read(report[0], buf, sizeof(buf));
+            ASSERT_GT(n, 0) << "target exited before reporting";
+            line.append(buf, n);
+        }
+        ::close(report[0]);
+        std::istringstream is(line);
+        is >> target_name_ >> target_base_;
+        ASSERT_FALSE(target_name_.empty());
+        ASSERT_NE(target_base_, 0u);
+
+        auto conf = std::make_shared<Config>();
+        // Long enough that only a dropped connection can explain a quick
+        // failure in the kill test.
+        conf->set("transports/tcp/timeout_ms", 120000);
+        // Small slices, so the last request of a batch, once the other
+        // workers run out of work, is shared among them.
+        conf->set("transports/tcp/min_slice_bytes", 65536);
+        engine_ = std::make_unique<TransferEngine>(conf);
+        ASSERT_TRUE(engine_->available());
+        ASSERT_TRUE(engine_->openSegment(target_, target_name_).ok());
+    }
+
+    void TearDown() override {
+        engine_.reset();
+        if (control_fd_ >= 0) ::close(control_fd_);
+        if (child_ > 0) {
+            int status = 0;
+            ::waitpid(child_, &status, 0);
+            if (!killed_) {
+                EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            }
+        }
+    }
+
+    Request request(Request::OpCode op, void* local, uint64_t offset,
+                    size_t length) {
+        return testing::requestTo(target_, op, local, target_base_ + offset,
+                                  length);
+    }
+
+    // Polls until no task is PENDING; the bound turns a hang into a
+    // failure and is far above what any case needs.
+    std::vector<TransferStatus> wait(BatchID batch, int seconds = 60) {
+        std::vector<TransferStatus> list;
+        auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+        for (;;) {
+            EXPECT_TRUE(engine_->getTransferStatus(batch, list).ok());
+            bool pending = false;
+            for (const TransferStatus& s : list) pending |= s.s == PENDING;
+            if (!pending) return list;
+            if (std::chrono::steady_clock::now() > deadline) {
+                ADD_FAILURE()
+                    << "tasks still PENDING after " << seconds << " s";
+                return list;
+            }
+            std::this_thread::yield();
+        }
+    }
+
+    pid_t child_ = -1;
+    bool killed_ = false;
+    int control_fd_ = -1;
+    std::string target_name_;
+    uint64_t target_base_ = 0;
+    std::unique_ptr<TransferEngine> engine_;
+    SegmentID target_ = 0;
+};
+
+TEST_F(TcpTransportTest, WriteThenReadBackManyInFlight) {
+    constexpr size_t kPieces = 16;
+    constexpr size_t kPiece = kTargetBytes / kPieces;
+    std::vector<unsigned char> src(kTargetBytes), back(kTargetBytes, 0);
+    for (size_t i = 0; i < src.size(); ++i) {
+        src[i] = static_cast<unsigned char>((i * 131) ^ (i >> 11));
+    }
+    BatchID batch = engine_->allocateBatch(2 * kPieces);
+    ASSERT_NE(batch, 0u);
+    std::vector<Request> writes, reads;
+    for (size_t p = 0; p < kPieces; ++p) {
+        writes.push_back(
+            request(Request::WRITE, &src[p * kPiece], p * kPiece, kPiece));
+        reads.push_back(
+            request(Request::READ, &back[p * kPiece], p * kPiece, kPiece));
+    }
+    ASSERT_TRUE(engine_->submitTransfer(batch, writes).ok());
+    for (const TransferStatus& s : wait(batch)) {
+        EXPECT_EQ(s.s, COMPLETED);
+        EXPECT_EQ(s.transferred_bytes, kPiece);
+    }
+    ASSERT_TRUE(engine_->submitTransfer(batch, reads).ok());
+    std::vector<TransferStatus> list = wait(batch);
+    ASSERT_EQ(list.size(), 2 * kPieces);
+    for (const TransferStatus& s : list) EXPECT_EQ(s.s, COMPLETED);
+    TransferStatus overall;
+    ASSERT_TRUE(engine_->getTransferStatus(batch, overall).ok());
+    EXPECT_EQ(overall.s, COMPLETED);
+    EXPECT_EQ(overall.transferred_bytes, 2 * kTargetBytes);
+    EXPECT_TRUE(back == src) << "read-back differs from what was written";
+    EXPECT_TRUE(engine_->freeBatch(batch).ok());
+}
+
+TEST_F(TcpTransportTest, OutOfRangeTargetFailsItsTaskOnly) {
+    std::vector<unsigned char> src(4096, 0xab), back(4096, 0);
+    std::vector<unsigned char> edge(4096, 0);
+    BatchID batch = engine_->allocateBatch(8);
+    // The hint sends the bad requests to the target itself, so it is the
+    // target's own range check that refuses them.
+    Request past_end = request(Request::WRITE, src.data(), kTargetBytes, 16);
+    past_end.transport_hint = TCP;
+    Request straddle =
+        request(Request::READ, back.data(), kTargetBytes - 2048, 4096);
+    straddle.transport_hint = TCP;
+    Request below = request(Request::WRITE, src.data(), 0, 4096);
+    below.target_offset = target_base_ - 4096;
+    below.transport_hint = TCP;
+    ASSERT_TRUE(engine_
+                    ->submitTransfer(
+                        batch, {request(Request::WRITE, src.data(), 0, 4096),
+                                past_end, straddle, below,
+                                request(Request::WRITE, src.data(),
+                                        kTargetBytes - 4096, 4096)})
+                    .ok());
+    std::vector<TransferStatus> list = wait(batch);
+    ASSERT_EQ(list.size(), 5u);
+    EXPECT_EQ(list[0].s, COMPLETED);
+    EXPECT_EQ(list[1].s, FAILED);
+    EXPECT_EQ(list[2].s, FAILED);
+    EXPECT_EQ(list[3].s, FAILED);
+    EXPECT_EQ(list[4].s, COMPLETED);
+    EXPECT_EQ(list[1].transferred_bytes, 0u);
+    TransferStatus overall;
+    ASSERT_TRUE(engine_->getTransferStatus(batch, overall).ok());
+    EXPECT_EQ(overall.s, FAILED);
+    EXPECT_EQ(overall.transferred_bytes, 8192u);
+
+    // The target kept serving, and the last page holds what the good
+    // write put there, not what the refused ones carried.
+    ASSERT_TRUE(
+        engine_
+            ->submitTransfer(batch, {request(Request::READ, edge.data(),
+                                             kTargetBytes - 4096, 4096)})
+            .ok());
+    list = wait(batch);
+    ASSERT_EQ(list.size(), 6u);
+    EXPECT_EQ(list[5].s, COMPLETED);
+    EXPECT_TRUE(edge == src);
+    EXPECT_TRUE(back == std::vector<unsigned char>(4096, 0))
+        << "a refused READ must not deliver data";
+}
+
+TEST_F(TcpTransportTest, KilledTargetFailsPendingTasks) {
+    constexpr size_t kPieces = 8;
+    constexpr size_t kPiece = kTargetBytes / kPieces;
+    std::vector<unsigned char> src(kTargetBytes, 0x5a);
+    // Stopped first, so no task can complete before the kill: every task
+    // is still in flight when the connection drops.
+    ASSERT_EQ(::kill(child_, SIGSTOP), 0);
+    BatchID batch = engine_->allocateBatch(kPieces);
+    std::vector<Request> writes;
+    for (size_t p = 0; p < kPieces; ++p) {
+        writes.push_back(
+            request(Request::WRITE, &src[p * kPiece], p * kPiece, kPiece));
+    }
+    ASSERT_TRUE(engine_->submitTransfer(batch, writes).ok());
+    TransferStatus overall;
+    ASSERT_TRUE(engine_->getTransferStatus(batch, overall).ok());
+    EXPECT_EQ(overall.s, PENDING);
+
+    ASSERT_EQ(::kill(child_, SIGKILL), 0);
+    killed_ = true;
+    int status = 0;
+    ASSERT_EQ(::waitpid(child_, &status, 0), child_);
+    child_ = -1;
+    // 30 s is far below the 120 s socket timeout: only the dropped
+    // connection can end these tasks in time.
+    std::vector<TransferStatus> list = wait(batch, 30);
+    ASSERT_EQ(list.size(), kPieces);
+    for (const TransferStatus& s : list) EXPECT_EQ(s.s, FAILED);
+    ASSERT_TRUE(engine_->getTransferStatus(batch, overall).ok());
+    EXPECT_EQ(overall.s, FAILED);
+}
+
+}  // namespace
+}  // namespace mooncake::tent
+
+// The transport on its own, against peers the test controls byte by byte.
+namespace mooncake::tent {
+namespace {
+
+// A listener that accepts connections and never answers: a hung peer.
+class SilentPeer {
+ public:
+    SilentPeer() {
+        fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+        ::listen(fd_, 16);
+        socklen_t len = sizeof(addr);
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+        port_ = ntohs(addr.sin_port);
+    }
+    ~SilentPeer() { ::close(fd_); }
+    int fd() const { return fd_; }
+    std::string endpoint() const {
+        return "127.0.0.1:" + std::to_string(port_);
+    }
+
+ private:
+    int fd_ = -1;
+    uint16_t port_ = 0;
+};
+
+int connectLoopback(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+    return fd;
+}
+
+// Reads until EOF or `want` bytes; bounded by a receive timeout so a
+// server that neither answers nor closes fails the test instead of
+// hanging it.
+std::string readUpTo(int fd, size_t want) {
+    timeval tv{30, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::string out;
+    char buf[256];
+    while (out.size() < want) {
+        ssize_t n =
+            ::recv(fd, buf, std::min(sizeof(buf), want - out.size()), 0);
+        if (n <= 0) break;
+        out.append(buf, n);
+    }
+    return out;
+}
+
+using testing::DescriptorFetcher;
+
+class TcpTransportUnitTest : public ::testing::Test {
+ protected:
+    void install(const std::string& peer_endpoint, int timeout_ms) {
+        manager_ = std::make_shared<SegmentManager>(
+            "127.0.0.1:1",
+            DescriptorFetcher::fixedEndpoint(TCP, peer_endpoint));
+        auto conf = std::make_shared<Config>();
+        conf->set("transports/tcp/timeout_ms", timeout_ms);
+        ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());
+        ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
+    }
+
+    Request toPeer(Request::OpCode op, void* local, uint64_t offset,
+                   size_t length) {
+        return testing::requestTo(peer_, op, local, offset, length);
+    }
+
+    void waitWhilePending(Transport::SubBatchRef batch, size_t task,
+                          TransferStatus& st) {
+        st = testing::waitWhilePending(transport_, batch,
+                                       static_cast<int>(task), 30000);
+    }
+
+    TcpTransport transport_;
+    std::shared_ptr<SegmentManager> manager_;
+    SegmentID peer_ = 0;
+};
+
+TEST_F(TcpTransportUnitTest, PublishesEndpointAndCapabilities) {
+    install("", 1000);
+    EXPECT_EQ(manager_->getLocal()->getMemory().transport_attrs.at(TCP),
+              "127.0.0.1:" + std::to_string(transport_.listenPort()));
+    EXPECT_TRUE(transport_.capabilities().dram_to_dram);
+    EXPECT_FALSE(transport_.capabilities().gpu_to_gpu);
+    BufferDesc desc;
+    desc.addr = 0x1000;
+    desc.length = 0x1000;
+    ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+    EXPECT_EQ(desc.transports, std::vector<TransportType>{TCP});
+    EXPECT_FALSE(transport_.supportsCancellation());
+}
+
+TEST_F(TcpTransportUnitTest, SendBufferKeyIsCheckedAndNamedWhenBad) {
+    EXPECT_EQ(TcpTransport::Settings().send_buffer_bytes, 524288);
+    for (int bad : {1, 65535, -1, (1 << 30) + 1}) {
+        EXPECT_EQ(
+            testing::installWithKey("transports/tcp/send_buffer_bytes", bad),
+            Status::InvalidArgument(
+                "transports/tcp/send_buffer_bytes must be 0 (the "
+                "kernel's autotuning) or in [65536, 1073741824], got " +
+                std::to_string(bad)));
+    }
+    manager_ = std::make_shared<SegmentManager>(
+        "127.0.0.1:1", DescriptorFetcher::fixedEndpoint(TCP, ""));
+    for (int good : {0, 65536}) {
+        auto conf = std::make_shared<Config>();
+        conf->set("transports/tcp/send_buffer_bytes", good);
+        TcpTransport transport;
+        EXPECT_TRUE(testing::installTcp(transport, manager_, conf).ok())
+            << good;
+        EXPECT_EQ(transport.server().limits().send_buffer_bytes, good);
+    }
+}
+
+TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
+    install("", 1000);
+    std::vector<unsigned char> mem(4096, 0);
+    BufferDesc desc;
+    desc.addr = reinterpret_cast<uint64_t>(mem.data());
+    desc.length = mem.size();
+    ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+
+    for (const std::string& bad :
+         {testing::tcpHeader(0xdeadbeef, 2, desc.addr, 16),  // wrong magic
+          testing::tcpHeader(0x54454e54, 9, desc.addr, 16),  // unknown op
+          testing::tcpHeader(0x54454e54, 2, desc.addr,
+                             1ull << 40)}) {  // over the cap
+        int fd = connectLoopback(transport_.listenPort());
+        ASSERT_EQ(::send(fd, bad.data(), bad.size(), 0),
+                  static_cast<ssize_t>(bad.size()));
+        EXPECT_EQ(readUpTo(fd, 1), "") << "connection should be closed";
+        ::close(fd);
+    }
+    EXPECT_EQ(mem, std::vector<unsigned char>(4096, 0));
+
+    // A well-formed WRITE on a fresh connection is still served.
+    int fd = connectLoopback(transport_.listenPort());
+    std::string good =
+        testing::tcpHeader(0x54454e54, 2, desc.addr + 8, 4) + "abcd";
+    ASSERT_EQ(::send(fd, good.data(), good.size(), 0),
+              static_cast<ssize_t>(good.size()));
+    std::string reply = readUpTo(fd, 16);
+    ASSERT_EQ(reply.size(), 16u);
+    EXPECT_EQ(reply.substr(0, 4), "TREP");
+    EXPECT_EQ(reply.substr(4), std::string(12, '\0'));  // code 0, length 0
+    ::close(fd);
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(&mem[8]), 4), "abcd");
+}
+
+TEST_F(TcpTransportUnitTest, HungPeerFailsTheTaskAfterTheTimeout) {
+    SilentPeer peer;
+    install(peer.endpoint(), 200);
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(transport_.allocateSubBatch(batch, 2).ok());
+    std::vector<char> src(64, 'x');
+    Request r = toPeer(Request::WRITE, src.data(), 0x1000, src.size());
+    ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
+    TransferStatus st;
+    waitWhilePending(batch, 0, st);
+    EXPECT_EQ(st.s, FAILED);
+    ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
+}
+
+TEST_F(TcpTransportUnitTest, UninstallFailsTasksInFlight) {
+    SilentPeer peer;
+    install(peer.endpoint(), 600000);
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(transport_.allocateSubBatch(batch, 16).ok());
+    std::vector<char> src(64, 'x');
+    Request r = toPeer(Request::READ, src.data(), 0x1000, src.size());
+    // More tasks than workers: some are in flight, the rest queued.
+    ASSERT_TRUE(
+        transport_.submitTransferTasks(batch, std::vector<Request>(16, r))
+            .ok());
+    TransferStatus st;
+    ASSERT_TRUE(transport_.getTransferStatus(batch, 0, st).ok());
+    EXPECT_EQ(st.s, PENDING);
+    ASSERT_TRUE(transport_.uninstall().ok());
+    for (int i = 0; i < 16; ++i) {
+        ASSERT_TRUE(transport_.getTransferStatus(batch, i, st).ok());
+        EXPECT_EQ(st.s, FAILED) << "task " << i;
+    }
+    Status s = transport_.submitTransferTasks(batch, {r});
+    EXPECT_EQ(s, Status::InvalidArgument("tcp transport is not installed"));
+    ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
+}
+
+TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
+    // A hand-written peer: it serves one WRITE on its first connection and
+    // closes it (as a restarted peer would have), then serves the next
+    // WRITE on a second connection.
+    SilentPeer listener;
+    std::vector<std::string> payloads;
+    std::thread peer([&] {
+        for (int conn = 0; conn < 2; ++conn) {
+            // Bounded, so a transport that never redials fails the test
+            // instead of hanging it.
+            struct pollfd pfd = {listener.fd(), POLLIN, 0};
+            if (::poll(&pfd, 1, 30000) != 1) return;
+            int fd = ::accept(listener.fd(), nullptr, nullptr);
+            ASSERT_GE(fd, 0);
+            std::string req = readUpTo(fd, 24 + 4);
+            ASSERT_EQ(req.size(), 28u);
+            payloads.push_back(req.substr(24));
+            std::string reply = "TREP" + std::string(12, '\0');
+            ASSERT_EQ(::send(fd, reply.data(), reply.size(), 0), 16);
+            // Closing right after the reply leaves the initiator a pooled
+            // connection that fails on its next use.
+            ::close(fd);
+        }
+    });
+    manager_ = std::make_shared<SegmentManager>(
+        "127.0.0.1:1",
+        DescriptorFetcher::fixedEndpoint(TCP, listener.endpoint()));
+    auto conf = std::make_shared<Config>();
+    conf->set("transports/tcp/workers", 1);  // one worker, one pool
+    ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());
+    ASSERT_TRUE(manager_->openRemote(peer_, "peer:1").ok());
+
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(transport_.allocateSubBatch(batch, 2).ok());
+    char first[4] = {'a', 'b', 'c', 'd'}, second[4] = {'w', 'x', 'y', 'z'};
+    Request r = toPeer(Request::WRITE, first, 0x1000, 4);
+    ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
+    TransferStatus st;
+    waitWhilePending(batch, 0, st);
+    ASSERT_EQ(st.s, COMPLETED);
+
+    r.source = second;
+    ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
+    waitWhilePending(batch, 1, st);
+    EXPECT_EQ(st.s, COMPLETED);
+    peer.join();
+    EXPECT_EQ(payloads, (std::vector<std::string>{"abcd", "wxyz"}));
+    ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
+}
+
+TEST_F(TcpTransportUnitTest, MissingEndpointFailsTaskNamingSegment) {
+    install("", 1000);
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(transport_.allocateSubBatch(batch, 1).ok());
+    std::vector<char> src(8);
+    Request r = toPeer(Request::WRITE, src.data(), 0, src.size());
+    {
+        testing::LogCapture sink;
+        ASSERT_TRUE(transport_.submitTransferTasks(batch, {r}).ok());
+        EXPECT_EQ(sink.lines(),
+                  std::vector<std::string>{
+                      "TcpTransport: task failed: segment peer:1 publishes no "
+                      "tcp endpoint (transport_attrs[TCP])"});
+    }
+    TransferStatus st;
+    ASSERT_TRUE(transport_.getTransferStatus(batch, 0, st).ok());
+    EXPECT_EQ(st.s, FAILED);  // decided at submission, no peer contacted
+    Status over = transport_.submitTransferTasks(batch, {r});
+    ASSERT_TRUE(over.IsTooManyRequests()) << over;
+    ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
+}
+
+}  // namespace
+}  // namespace mooncake::tent
