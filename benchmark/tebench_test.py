@@ -139,6 +139,23 @@ class TebenchTest(unittest.TestCase):
                 self.assertEqual(rc, 1, err)
                 self.assertIn(message, err)
 
+    def test_pair_port_refused(self):
+        # scripts/tebench_pair.sh checks TEBENCH_PAIR_PORT before it starts
+        # anything, so a bad value starts no tebench.
+        pair = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "scripts", "tebench_pair.sh")
+        for port in ["abc", "0", "65535", "-1", "1x"]:
+            with self.subTest(port=port):
+                proc = subprocess.run(
+                    ["bash", pair, TEBENCH, XPORT],
+                    env=dict(os.environ, TEBENCH_PAIR_PORT=port),
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True, timeout=DEADLINE_S)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn("tebench_pair: TEBENCH_PAIR_PORT must be a port "
+                              "in [1, 65534], got '%s'" % port, proc.stderr)
+                self.assertNotIn("Installed successfully", proc.stdout)
+
     def check_json_rows(self, path, table_rows):
         with open(path) as f:
             report = json.load(f)
