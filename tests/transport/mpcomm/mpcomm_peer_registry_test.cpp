@@ -10,6 +10,7 @@
 
 #include "kit/mock_mpcomm_adapter.h"
 #include "kit/mpcomm_test_support.h"
+#include "kit/wait_until.h"
 
 namespace mooncake::tent {
 namespace {
@@ -217,7 +218,7 @@ TEST_F(MpcommPeerRegistryTest,
     EXPECT_EQ(registry_.flightsRunning(), 1u);
     adapter_->releaseConnects();
     // The abandoned attempt finishes on its own and records READY.
-    ASSERT_TRUE(testing::waitFor([&] {
+    ASSERT_TRUE(testing::waitUntil([&] {
         return registry_.stateOf(kPeer, state) &&
                state == MpcommPeerState::READY;
     }));
@@ -233,7 +234,7 @@ TEST_F(MpcommPeerRegistryTest, DrainNamesStuckHandshakesAndDefersIdleWork) {
     EXPECT_EQ(registry_.poll(kView, ticket, error),
               MpcommPeerRegistry::Progress::kWaiting);
     ASSERT_TRUE(
-        testing::waitFor([&] { return adapter_->connectsEntered() == 1; }));
+        testing::waitUntil([&] { return adapter_->connectsEntered() == 1; }));
     auto started = Clock::now();
     std::vector<std::string> stuck =
         registry_.drain(started + std::chrono::milliseconds(50));
@@ -243,7 +244,7 @@ TEST_F(MpcommPeerRegistryTest, DrainNamesStuckHandshakesAndDefersIdleWork) {
     registry_.runWhenIdle([&ran] { ++ran; });
     EXPECT_EQ(ran.load(), 0);
     adapter_->releaseConnects();
-    ASSERT_TRUE(testing::waitFor([&] { return ran.load() == 1; }));
+    ASSERT_TRUE(testing::waitUntil([&] { return ran.load() == 1; }));
     EXPECT_TRUE(registry_.idle());
     // Drained: the late outcome was not recorded.
     EXPECT_FALSE(registry_.contains(kPeer));
@@ -263,7 +264,7 @@ TEST_F(MpcommPeerRegistryTest, ConcurrentCallersShareOneHandshake) {
             [this, i, &results] { results[i] = ensure(kView); });
     }
     // One handshake thread is inside connect(); every caller waits for it.
-    ASSERT_TRUE(testing::waitFor([&] {
+    ASSERT_TRUE(testing::waitUntil([&] {
         return adapter_->connectsEntered() == 1 &&
                registry_.waiters(kPeer) == kThreads;
     }));
@@ -289,7 +290,7 @@ TEST_F(MpcommPeerRegistryTest,
         threads.emplace_back(
             [this, i, &results] { results[i] = ensure(kView); });
     }
-    ASSERT_TRUE(testing::waitFor([&] {
+    ASSERT_TRUE(testing::waitUntil([&] {
         return adapter_->connectsEntered() == 1 &&
                registry_.waiters(kPeer) == kThreads;
     }));
@@ -309,7 +310,7 @@ TEST_F(MpcommPeerRegistryTest, AHandshakeInProgressDoesNotBlockOtherPeers) {
     adapter_->hold_connects = true;
     std::thread slow([this] { EXPECT_TRUE(ensure(kView).ok()); });
     ASSERT_TRUE(
-        testing::waitFor([&] { return adapter_->connectsEntered() == 2; }));
+        testing::waitUntil([&] { return adapter_->connectsEntered() == 2; }));
     MpcommPeerState state;
     ASSERT_TRUE(registry_.stateOf(kPeer, state));
     EXPECT_EQ(state, MpcommPeerState::CONNECTING);
