@@ -225,8 +225,7 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
         // Spin briefly for the low-latency case, then back off so that the
         // poller does not starve the transport's own threads. On a host
         // with few cores this choice moves the transports by different
-        // amounts (docs/performance.md, "The poller's share"), so it is
-        // a flag.
+        // amounts, so it is a flag (docs/performance.md, "The poll loop").
         if (polls < ctx.options.poll_yields) {
             std::this_thread::yield();
         } else if (ctx.options.poll_sleep_us > 0) {
