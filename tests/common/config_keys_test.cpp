@@ -205,6 +205,13 @@ TEST(ConfigKeysTest, MpcommKeysDefaultToTheDocumentedOnes) {
     EXPECT_EQ(settings.connect_timeout_ms, 10000);
     EXPECT_TRUE(settings.preconnect);
     EXPECT_EQ(settings.advertise_address, "");
+    // install() without a Config reads the same defaults.
+    settings.connect_timeout_ms = 1;
+    settings.preconnect = false;
+    ASSERT_TRUE(
+        MpcommTransportSettings::fromConfig(nullptr, env, settings).ok());
+    EXPECT_EQ(settings.connect_timeout_ms, 10000);
+    EXPECT_TRUE(settings.preconnect);
     Config off;
     off.set("transports/mpcomm/preconnect", false);
     ASSERT_TRUE(MpcommTransportSettings::fromConfig(&off, env, settings).ok());
