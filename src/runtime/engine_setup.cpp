@@ -61,10 +61,14 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
+    auto fetcher = std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
-        "", std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms),
-        std::chrono::milliseconds(ttl_ms));
+        "", fetcher, std::chrono::milliseconds(ttl_ms));
+    // The bounds of descriptor fetching as the components hold them.
+    LOG(INFO) << "TransferEngine: metadata/cache_ttl_ms="
+              << segments_->cacheTtl().count()
+              << ", rpc/timeout_ms=" << fetcher->timeoutMs();
     CHECK_STATUS(startControlPlane());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
