@@ -156,10 +156,22 @@ Status NotificationChannel::call(const std::string& peer,
         if (!pooled || !closed) break;
     }
     if (!s.ok()) {
-        return Status(s.code(), std::string(request["op"].asString()) + " to " +
-                                    peer + " (timeout " +
-                                    std::to_string(timeout_ms_) +
-                                    " ms): " + std::string(s.message()));
+        // A refusal carries the target's own "<code>: <message>": the
+        // caller gets that code back (a full queue reads TooManyRequests
+        // at both ends).
+        Status::Code code = s.code();
+        const std::string text(s.message());
+        for (Status::Code c :
+             {Status::Code::kTooManyRequests, Status::Code::kInvalidArgument}) {
+            const std::string prefix =
+                "peer refused " + request["op"].asString() + ": " +
+                std::string(Status::CodeToString(c)) + ":";
+            if (text.rfind(prefix, 0) == 0) code = c;
+        }
+        return Status(code, std::string(request["op"].asString()) + " to " +
+                                peer + " (timeout " +
+                                std::to_string(timeout_ms_) +
+                                " ms): " + std::string(s.message()));
     }
     return s;
 }
