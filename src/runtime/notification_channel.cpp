@@ -201,6 +201,7 @@ void NotificationChannel::run() {
         if (stopping_) break;
         auto entry = std::move(queue_.front());
         queue_.pop_front();
+        sending_ = true;
         lock.unlock();
         Status s = send(entry.first, entry.second);
         if (!s.ok()) {
@@ -208,23 +209,30 @@ void NotificationChannel::run() {
                          << entry.first << " not delivered: " << s.message();
         }
         lock.lock();
+        sending_ = false;
+        queue_cv_.notify_all();
     }
 }
 
 void NotificationChannel::stop() {
     size_t dropped = 0;
     {
-        std::lock_guard<std::mutex> lock(queue_mu_);
-        if (stopping_ && !worker_.joinable()) return;
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        if (!worker_.joinable()) return;
+        // What completed submissions queued is still sent, within one
+        // call's bound.
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms_),
+                           [this] { return queue_.empty() && !sending_; });
         stopping_ = true;
         dropped = queue_.size();
         queue_.clear();
     }
     queue_cv_.notify_all();
-    if (worker_.joinable()) worker_.join();
+    worker_.join();
     if (dropped > 0) {
         LOG(WARNING) << "NotificationChannel stopped with " << dropped
-                     << " notification(s) not sent";
+                     << " notification(s) not sent within rpc/timeout_ms="
+                     << timeout_ms_;
     }
 }
 

@@ -18,6 +18,7 @@
 
 #include <json/json.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -54,7 +55,8 @@ class NotificationChannel {
                 const Notification& notifi);
     // OK when the engine at `peer` answers a probe.
     Status probe(const std::string& peer);
-    // Stops the thread; queued sends are dropped (logged with their count).
+    // Sends what is queued, waiting at most `timeout_ms`, then stops the
+    // thread; what is left is dropped (logged with its count).
     void stop();
 
     // The request payload a notification of `max_message_bytes` makes at
@@ -83,6 +85,7 @@ class NotificationChannel {
     std::condition_variable queue_cv_;
     std::deque<std::pair<std::string, Notification>> queue_;
     bool stopping_ = false;
+    bool sending_ = false;  // the thread is sending one it took
     std::thread worker_;
 };
 
