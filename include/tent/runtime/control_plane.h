@@ -45,9 +45,10 @@ class ControlService {
     // Largest reply frame a client accepts, in bytes: a descriptor with
     // many buffers is large, and the client asked for it.
     static constexpr uint32_t kMaxFrameSize = 64u << 20;
-    // Largest request payload the server reads. GetSegmentDesc, the only
-    // request, is {"op":"GetSegmentDesc"} (23 bytes); the rest is slack for
-    // whitespace, not room for a hostile length prefix to allocate.
+    // Largest GetSegmentDesc request payload the server reads:
+    // {"op":"GetSegmentDesc"} is 23 bytes; the rest is slack for
+    // whitespace, not room for a hostile length prefix to allocate. Ops
+    // added with serveOp() bring their own cap; the largest caps a frame.
     static constexpr uint32_t kMaxRequestSize = 1024;
 
     // Peers asking for our descriptor are served `manager`'s getLocal().
