@@ -70,6 +70,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
               << segments_->cacheTtl().count()
               << ", rpc/timeout_ms=" << fetcher->timeoutMs();
     CHECK_STATUS(startControlPlane());
+    CHECK_STATUS(startNotifications());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
     loadTransports();
@@ -148,7 +149,11 @@ void TransferEngineImpl::teardown() {
         }
     }
     transports_.clear();
+    // Before the control service: its Notify handler fills inbox_.
+    if (channel_) channel_->stop();
     if (control_) control_->stop();
+    channel_.reset();
+    inbox_.reset();
     control_.reset();
     {
         std::lock_guard<std::mutex> lock(memory_mu_);
