@@ -15,10 +15,7 @@
 #include <mutex>
 
 #include "runtime/location_parse.h"
-
-#ifdef TENT_USE_CUDA
-#include "platform/cuda_platform.h"
-#endif
+#include "runtime/platform_factory.h"
 
 namespace mooncake::tent {
 
@@ -86,16 +83,24 @@ class CpuPlatform : public Platform {
     }
 };
 
+}  // namespace
+
+std::shared_ptr<Platform> makeCpuPlatform() {
+    return std::make_shared<CpuPlatform>();
+}
+
+namespace {
+
 std::mutex g_override_mu;
 std::shared_ptr<Platform> g_override;
 
 }  // namespace
 
 std::shared_ptr<Platform> defaultPlatform() {
-#ifdef TENT_USE_CUDA
+#ifdef USE_CUDA
     static std::shared_ptr<Platform> platform = makeCudaPlatform();
 #else
-    static std::shared_ptr<Platform> platform = std::make_shared<CpuPlatform>();
+    static std::shared_ptr<Platform> platform = makeCpuPlatform();
 #endif
     return platform;
 }

@@ -60,7 +60,7 @@ TEST(PlatformTest, TheBuildPlatformAllocatesCopiesAndLocatesHostMemory) {
 }
 
 TEST(PlatformTest, ACpuBuildRefusesDeviceMemoryNamingTheBuildOption) {
-#ifdef TENT_USE_CUDA
+#ifdef USE_CUDA
     GTEST_SKIP() << "built with USE_CUDA=ON: cuda:N is served by the CUDA "
                     "platform";
 #else
@@ -70,6 +70,42 @@ TEST(PlatformTest, ACpuBuildRefusesDeviceMemoryNamingTheBuildOption) {
                      "cannot allocate at location cuda:0: device memory "
                      "needs a build with USE_CUDA=ON"));
     EXPECT_EQ(p, nullptr);
+#endif
+}
+
+TEST(PlatformTest, ACudaBuildServesDeviceMemoryOrNamesTheCallAndDevice) {
+#ifndef USE_CUDA
+    GTEST_SKIP() << "built with USE_CUDA=OFF: no CUDA platform to test";
+#else
+    auto platform = defaultPlatform();
+    EXPECT_STREQ(platform->name(), "cuda");
+    void* dev = nullptr;
+    Status s = platform->allocate(&dev, 1 << 20, "cuda:0");
+    if (!s.ok()) {
+        // No device here: the error names the call, the device and CUDA's
+        // own message, and host memory still locates as host memory.
+        EXPECT_EQ(s.code(), Status::Code::kInternalError) << s;
+        EXPECT_EQ(std::string(s.message())
+                      .rfind("cudaSetDevice on cuda:0 failed: ", 0),
+                  0u)
+            << s;
+        EXPECT_NE(std::string(s.message()).find("(error "), std::string::npos)
+            << s;
+        std::vector<char> host(64);
+        Location where;
+        ASSERT_TRUE(platform->locate(host.data(), host.size(), where).ok());
+        EXPECT_EQ(where.rfind("cpu:", 0), 0u) << where;
+        GTEST_SKIP() << "no usable CUDA device: " << s.message();
+    }
+    Location where;
+    ASSERT_TRUE(platform->locate(dev, 1 << 20, where).ok());
+    EXPECT_EQ(where, "cuda:0");
+    std::vector<uint8_t> out(1 << 20), back(1 << 20);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(i * 7 + 1);
+    ASSERT_TRUE(platform->copy(dev, out.data(), out.size()).ok());
+    ASSERT_TRUE(platform->copy(back.data(), dev, back.size()).ok());
+    EXPECT_EQ(out, back);
+    EXPECT_TRUE(platform->free(dev, 1 << 20, "cuda:0").ok());
 #endif
 }
 
@@ -137,7 +173,7 @@ TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
                        describe(host.data(), host.size()) +
                        " at location cuda:0: the " + defaultPlatform()->name() +
                        " platform locates it at " + found;
-#ifndef TENT_USE_CUDA
+#ifndef USE_CUDA
     want += " (device memory needs a build with USE_CUDA=ON)";
 #endif
     EXPECT_EQ(s, Status::InvalidArgument(want));
