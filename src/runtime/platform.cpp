@@ -6,10 +6,8 @@
 #include "tent/runtime/platform.h"
 
 #include <glog/logging.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -20,10 +18,6 @@
 namespace mooncake::tent {
 
 namespace {
-
-// get_mempolicy(2) flags, spelled here so that no libnuma header is needed.
-constexpr unsigned long kMpolFNode = 1;
-constexpr unsigned long kMpolFAddr = 2;
 
 class CpuPlatform : public Platform {
  public:
@@ -72,13 +66,12 @@ class CpuPlatform : public Platform {
         return Status::OK();
     }
 
-    Status locate(const void* addr, size_t, Location& location) override {
-        // The NUMA node of the first page; a kernel or sandbox that refuses
-        // the query leaves the node unknown, which is cpu:0.
-        int node = -1;
-        long rc = ::syscall(SYS_get_mempolicy, &node, nullptr, 0UL,
-                            const_cast<void*>(addr), kMpolFNode | kMpolFAddr);
-        location = "cpu:" + std::to_string(rc == 0 && node >= 0 ? node : 0);
+    Status locate(const void*, size_t, Location& location) override {
+        // The NUMA node is left unknown (cpu:0): asking the kernel for it
+        // would cost a system call on every transfer that locates its
+        // source, and would fault in a page not yet touched. A caller that
+        // knows the node names it in MemoryOptions.location.
+        location = "cpu:0";
         return Status::OK();
     }
 };

@@ -5,6 +5,8 @@
 // one test.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -55,6 +57,11 @@ class FakeDevicePlatform : public Platform {
         if (from_device && to_device) ++device_to_device;
         if (!from_device && !to_device) ++host_to_host;
         copied_bytes += length;
+        char thread[16] = {0};
+        pthread_getname_np(pthread_self(), thread, sizeof(thread));
+        if (std::strncmp(thread, "tent-tcp-stage", 14) == 0) {
+            ++on_stager_threads;
+        }
         std::memmove(dst, src, length);
         return Status::OK();
     }
@@ -83,6 +90,9 @@ class FakeDevicePlatform : public Platform {
     std::atomic<int> device_to_device{0};
     std::atomic<int> host_to_host{0};
     std::atomic<uint64_t> copied_bytes{0};
+    // Copies run by the TCP stager's copier threads ("tent-tcp-stage"),
+    // i.e. overlapped with a slice on the wire.
+    std::atomic<int> on_stager_threads{0};
     std::atomic<int> locate_calls{0};
     // The next `fail_copies` copies fail without copying.
     std::atomic<int> fail_copies{0};
