@@ -36,10 +36,14 @@ build_on() {
   export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
-# USE_CUDA=ON (the CUDA platform) with MPComm against softmpcomm, in a
-# build dir of its own:
-#   BUILD_CUDA      USE_CUDA=ON build dir         (default build-cuda)
+# USE_CUDA=ON (the CUDA platform) with MPComm against softmpcomm built
+# with CUDA (it stages device memory itself), in build dirs of their own:
+#   BUILD_CUDA       USE_CUDA=ON build dir              (default build-cuda)
+#   BUILD_SOFT_CUDA  softmpcomm with CUDA build dir     (default build-softmpcomm-cuda)
+#   SOFT_CUDA_PREFIX its install prefix                 (default .prefix/softmpcomm-cuda)
 BUILD_CUDA="${BUILD_CUDA:-$ROOT/build-cuda}"
+BUILD_SOFT_CUDA="${BUILD_SOFT_CUDA:-$ROOT/build-softmpcomm-cuda}"
+SOFT_CUDA_PREFIX="${SOFT_CUDA_PREFIX:-$ROOT/.prefix/softmpcomm-cuda}"
 
 # cuda_toolkit_root: prints the toolkit CMake's FindCUDAToolkit would find
 # (CUDAToolkit_ROOT, CUDA_PATH, nvcc on PATH, /usr/local/cuda); fails where
@@ -57,13 +61,26 @@ cuda_toolkit_root() {
   return 1
 }
 
+# build_softmpcomm_cuda: softmpcomm with SOFTMPCOMM_USE_CUDA=ON (its own
+# suite is run by build_softmpcomm's configuration, so it is not built here).
+build_softmpcomm_cuda() {
+  local toolkit
+  toolkit="$(cuda_toolkit_root)"
+  step "build softmpcomm with CUDA (toolkit $toolkit) into $SOFT_CUDA_PREFIX"
+  cmake -S "$ROOT/tests/softmpcomm" -B "$BUILD_SOFT_CUDA" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTMPCOMM_BUILD_TESTS=OFF \
+    -DSOFTMPCOMM_USE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit"
+  cmake --build "$BUILD_SOFT_CUDA" -j"$JOBS"
+  cmake --install "$BUILD_SOFT_CUDA" --prefix "$SOFT_CUDA_PREFIX" >/dev/null
+}
+
 # build_cuda [target...]: everything by default, else just the named targets.
 build_cuda() {
   local toolkit
   toolkit="$(cuda_toolkit_root)"
-  step "configure + build USE_CUDA=ON (toolkit $toolkit) against $SOFT_PREFIX in $BUILD_CUDA"
+  step "configure + build USE_CUDA=ON (toolkit $toolkit) against $SOFT_CUDA_PREFIX in $BUILD_CUDA"
   cmake -S "$ROOT" -B "$BUILD_CUDA" -DUSE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit" \
-    -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_PREFIX" -DBUILD_UNIT_TESTS=ON
+    -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_CUDA_PREFIX" -DBUILD_UNIT_TESTS=ON
   cmake --build "$BUILD_CUDA" -j"$JOBS" ${1:+--target "$@"}
-  export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$SOFT_CUDA_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }

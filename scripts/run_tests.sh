@@ -64,6 +64,7 @@ TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
 
 if cuda_toolkit_root >/dev/null; then
+  build_softmpcomm_cuda
   build_cuda
   step "ctest (USE_CUDA=ON, softmpcomm)"
   # Suites that need a device skip with the reason printed (GTEST_SKIP).
