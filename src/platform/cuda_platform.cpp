@@ -193,14 +193,15 @@ class CudaPlatform : public Platform {
     Status allocateHost(void** ptr, size_t size, const Location& location) {
         if (driverUsable()) {
             void* out = nullptr;
-            if (cudaHostAlloc(&out, size, cudaHostAllocPortable) ==
-                cudaSuccess) {
+            cudaError_t err = cudaHostAlloc(&out, size, cudaHostAllocPortable);
+            if (err == cudaSuccess) {
                 std::lock_guard<std::mutex> lock(mu_);
                 pinned_.insert(out);
                 *ptr = out;
                 return Status::OK();
             }
             cudaGetLastError();
+            if (meansNoDevice(err)) noteNoDevice(err);
         }
         return host_->allocate(ptr, size, location);
     }
