@@ -60,6 +60,21 @@ EngineBatch* pinBatch(const EngineBatchTable& table, BatchID id) {
     return batch;
 }
 
+// The buffer of `desc` that contains [addr, +length), trying `last` (the
+// previous hit in `desc`, or null) first: consecutive requests of a batch
+// mostly fall in one buffer, and findBuffer() walks them all.
+const BufferDesc* findBufferFrom(const SegmentDesc& desc, uint64_t addr,
+                                 uint64_t length, const BufferDesc*& last) {
+    if (last != nullptr && addr >= last->addr &&
+        addr - last->addr <= last->length &&
+        length <= last->length - (addr - last->addr)) {
+        return last;
+    }
+    const BufferDesc* found = desc.findBuffer(addr, length);
+    if (found != nullptr) last = found;
+    return found;
+}
+
 }  // namespace
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
@@ -187,44 +202,54 @@ Status TransferEngineImpl::submitTransfer(
     }
 
     // Route each request: its TaskRef names the chosen transport until the
-    // transport accepts it. A hinted request needs no descriptor (the hint
-    // decides, and the transport resolves the target itself), and a run of
-    // requests with one hint is checked once; unhinted consecutive
-    // requests to one segment share a descriptor look-up.
+    // transport accepts it. The selector needs where both ends live (the
+    // local buffer's and the target buffer's locations) and whether the
+    // target is on this host; consecutive requests to one segment share a
+    // descriptor look-up, and buffer look-ups try the previous hit first.
     EngineBatch::TaskRef* refs = batch->tasks.data() + base;
     Transport* first = nullptr;
     bool one_transport = true;
-    TransportType last_hint = UNSPEC;
-    Transport* hint_transport = nullptr;
+    const SegmentDescRef local = segments_->getLocal();
+    const BufferDesc* last_local = nullptr;
+    const BufferDesc* last_remote = nullptr;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
+    bool same_machine = false;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
         Status s;
         Transport* chosen_transport = nullptr;
-        if (request.transport_hint != UNSPEC) {
-            if (request.transport_hint != last_hint) {
-                last_hint = request.transport_hint;
-                hint_transport = transportOf(last_hint);
+        if (!desc || request.target_id != last_target) {
+            desc.reset();
+            last_remote = nullptr;
+            s = segments_->getRemoteCached(desc, request.target_id);
+            if (s.ok() && !desc) {
+                s = Status::InvalidArgument("no descriptor for segment id " +
+                                            std::to_string(request.target_id));
             }
-            // Every loaded transport is one of transports_: the selector's
-            // error (naming the hint) is built only for a hint that is not.
-            if (hint_transport == nullptr) s = selector_.checkHint(last_hint);
-            chosen_transport = hint_transport;
-        } else {
-            if (!desc || request.target_id != last_target) {
-                desc.reset();
-                s = segments_->getRemoteCached(desc, request.target_id);
-                if (s.ok() && !desc) {
-                    s = Status::InvalidArgument(
-                        "no descriptor for segment id " +
-                        std::to_string(request.target_id));
-                }
-                last_target = request.target_id;
+            last_target = request.target_id;
+            same_machine = desc && (request.target_id == LOCAL_SEGMENT_ID ||
+                                    (!desc->machine_id.empty() &&
+                                     desc->machine_id == local->machine_id));
+        }
+        if (s.ok()) {
+            RouteContext context;
+            context.segment_type = desc->type;
+            context.segment_name = desc->name;
+            context.same_machine = same_machine;
+            const BufferDesc* remote = findBufferFrom(
+                *desc, request.target_offset, request.length, last_remote);
+            if (remote != nullptr) {
+                context.remote_location = remote->location;
+                context.buffer_transports = &remote->transports;
             }
+            const BufferDesc* source = findBufferFrom(
+                *local, reinterpret_cast<uintptr_t>(request.source),
+                request.length, last_local);
+            if (source != nullptr) context.local_location = source->location;
             TransportType chosen = UNSPEC;
-            if (s.ok()) s = selector_.select(request, *desc, chosen);
+            s = selector_.select(request, context, chosen);
             if (s.ok()) chosen_transport = transportOf(chosen);
         }
         if (!s.ok()) {
