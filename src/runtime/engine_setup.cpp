@@ -153,7 +153,9 @@ void TransferEngineImpl::teardown() {
     control_.reset();
     {
         std::lock_guard<std::mutex> lock(memory_mu_);
-        for (auto& entry : allocations_) std::free(entry.first);
+        for (auto& [ptr, a] : allocations_) {
+            a.platform->free(ptr, a.size, a.location);
+        }
         allocations_.clear();
         registered_.clear();
     }

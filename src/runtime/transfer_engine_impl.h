@@ -18,6 +18,7 @@
 #include "tent/common/status.h"
 #include "tent/common/types.h"
 #include "tent/runtime/control_plane.h"
+#include "tent/runtime/platform.h"
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/topology.h"
 #include "tent/runtime/transport.h"
@@ -134,8 +135,14 @@ class TransferEngineImpl {
         uint64_t addr, uint64_t size) const;
 
     std::mutex memory_mu_;
-    // allocateLocalMemory() blocks: base -> size.
-    std::map<void*, size_t> allocations_;
+    // allocateLocalMemory() blocks by base, each freed by the platform
+    // that allocated it (a test may swap the current one meanwhile).
+    struct Allocation {
+        size_t size = 0;
+        Location location;
+        std::shared_ptr<Platform> platform;
+    };
+    std::map<void*, Allocation> allocations_;
     // Registered buffers by base address.
     std::map<uint64_t, Registration> registered_;
 
