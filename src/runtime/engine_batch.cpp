@@ -16,10 +16,12 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "runtime/transfer_engine_impl.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -215,6 +217,7 @@ Status TransferEngineImpl::submitTransfer(
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
     bool same_machine = false;
+    std::shared_ptr<Platform> platform;  // fetched on the first need
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
@@ -247,7 +250,20 @@ Status TransferEngineImpl::submitTransfer(
             const BufferDesc* source = findBufferFrom(
                 *local, reinterpret_cast<uintptr_t>(request.source),
                 request.length, last_local);
-            if (source != nullptr) context.local_location = source->location;
+            // Memory no transport registered is placed by the platform,
+            // so that an unregistered device pointer is still known as one.
+            // The CPU platform has only DRAM to answer, so it is not asked.
+            Location located;
+            if (source != nullptr) {
+                context.local_location = source->location;
+            } else {
+                if (!platform) platform = currentPlatform();
+                if (std::strcmp(platform->name(), "cpu") != 0 &&
+                    platform->locate(request.source, request.length, located)
+                        .ok()) {
+                    context.local_location = located;
+                }
+            }
             TransportType chosen = UNSPEC;
             s = selector_.select(request, context, chosen);
             if (s.ok()) chosen_transport = transportOf(chosen);
