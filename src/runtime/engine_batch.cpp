@@ -62,20 +62,57 @@ EngineBatch* pinBatch(const EngineBatchTable& table, BatchID id) {
     return batch;
 }
 
-// The buffer of `desc` that contains [addr, +length), trying `last` (the
-// previous hit in `desc`, or null) first: consecutive requests of a batch
-// mostly fall in one buffer, and findBuffer() walks them all.
-const BufferDesc* findBufferFrom(const SegmentDesc& desc, uint64_t addr,
-                                 uint64_t length, const BufferDesc*& last) {
-    if (last != nullptr && addr >= last->addr &&
-        addr - last->addr <= last->length &&
-        length <= last->length - (addr - last->addr)) {
-        return last;
-    }
-    const BufferDesc* found = desc.findBuffer(addr, length);
-    if (found != nullptr) last = found;
-    return found;
+bool containsRange(const BufferDesc& buf, uint64_t addr, uint64_t length) {
+    // Written without addr + length, as SegmentDesc::findBuffer().
+    return addr >= buf.addr && addr - buf.addr <= buf.length &&
+           length <= buf.length - (addr - buf.addr);
 }
+
+// Buffer look-ups of one submission into one descriptor snapshot. A batch
+// mostly walks its buffers in order, or stays in one, so the previous hit
+// and its successor are tried before findBuffer() walks them all; and a
+// range found in none (an unregistered source) is remembered, so that a
+// batch from one unregistered buffer walks the list once.
+class BufferLookup {
+ public:
+    void reset() {
+        last_ = nullptr;
+        missed_length_ = 0;
+    }
+
+    const BufferDesc* find(const SegmentDesc& desc, uint64_t addr,
+                           uint64_t length) {
+        if (last_ != nullptr) {
+            if (containsRange(*last_, addr, length)) return last_;
+            // last_ is set only for memory segments.
+            const auto& buffers = desc.getMemory().buffers;
+            const BufferDesc* next = last_ + 1;
+            if (next < buffers.data() + buffers.size() &&
+                containsRange(*next, addr, length)) {
+                last_ = next;
+                return next;
+            }
+        }
+        // Only the same range: a shorter one may still fit a buffer.
+        if (missed_length_ != 0 && addr == missed_addr_ &&
+            length == missed_length_) {
+            return nullptr;
+        }
+        const BufferDesc* found = desc.findBuffer(addr, length);
+        if (found != nullptr) {
+            last_ = found;
+        } else {
+            missed_addr_ = addr;
+            missed_length_ = length;
+        }
+        return found;
+    }
+
+ private:
+    const BufferDesc* last_ = nullptr;
+    uint64_t missed_addr_ = 0;
+    uint64_t missed_length_ = 0;
+};
 
 }  // namespace
 
@@ -212,8 +249,8 @@ Status TransferEngineImpl::submitTransfer(
     Transport* first = nullptr;
     bool one_transport = true;
     const SegmentDescRef local = segments_->getLocal();
-    const BufferDesc* last_local = nullptr;
-    const BufferDesc* last_remote = nullptr;
+    BufferLookup local_lookup;
+    BufferLookup remote_lookup;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
     bool same_machine = false;
@@ -225,7 +262,7 @@ Status TransferEngineImpl::submitTransfer(
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
             desc.reset();
-            last_remote = nullptr;
+            remote_lookup.reset();
             s = segments_->getRemoteCached(desc, request.target_id);
             if (s.ok() && !desc) {
                 s = Status::InvalidArgument("no descriptor for segment id " +
@@ -241,15 +278,15 @@ Status TransferEngineImpl::submitTransfer(
             context.segment_type = desc->type;
             context.segment_name = desc->name;
             context.same_machine = same_machine;
-            const BufferDesc* remote = findBufferFrom(
-                *desc, request.target_offset, request.length, last_remote);
+            const BufferDesc* remote = remote_lookup.find(
+                *desc, request.target_offset, request.length);
             if (remote != nullptr) {
                 context.remote_location = remote->location;
                 context.buffer_transports = &remote->transports;
             }
-            const BufferDesc* source = findBufferFrom(
+            const BufferDesc* source = local_lookup.find(
                 *local, reinterpret_cast<uintptr_t>(request.source),
-                request.length, last_local);
+                request.length);
             // Memory no transport registered is placed by the platform,
             // so that an unregistered device pointer is still known as one.
             // The CPU platform has only DRAM to answer, so it is not asked.
