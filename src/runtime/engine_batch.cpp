@@ -16,10 +16,12 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "runtime/transfer_engine_impl.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -59,6 +61,62 @@ EngineBatch* TransferEngineImpl::pinBatch(BatchID id) const {
     }
     return batch;
 }
+
+namespace {
+
+bool containsRange(const BufferDesc& buf, uint64_t addr, uint64_t length) {
+    // Written without addr + length, as SegmentDesc::findBuffer().
+    return addr >= buf.addr && addr - buf.addr <= buf.length &&
+           length <= buf.length - (addr - buf.addr);
+}
+
+// Buffer look-ups of one submission into one descriptor snapshot. A batch
+// mostly walks its buffers in order, or stays in one, so the previous hit
+// and its successor are tried before findBuffer() walks them all; and a
+// range found in none (an unregistered source) is remembered, so that a
+// batch from one unregistered buffer walks the list once.
+class BufferLookup {
+ public:
+    void reset() {
+        last_ = nullptr;
+        missed_length_ = 0;
+    }
+
+    const BufferDesc* find(const SegmentDesc& desc, uint64_t addr,
+                           uint64_t length) {
+        if (last_ != nullptr) {
+            if (containsRange(*last_, addr, length)) return last_;
+            // last_ is set only for memory segments.
+            const auto& buffers = desc.getMemory().buffers;
+            const BufferDesc* next = last_ + 1;
+            if (next < buffers.data() + buffers.size() &&
+                containsRange(*next, addr, length)) {
+                last_ = next;
+                return next;
+            }
+        }
+        // Only the same range: a shorter one may still fit a buffer.
+        if (missed_length_ != 0 && addr == missed_addr_ &&
+            length == missed_length_) {
+            return nullptr;
+        }
+        const BufferDesc* found = desc.findBuffer(addr, length);
+        if (found != nullptr) {
+            last_ = found;
+        } else {
+            missed_addr_ = addr;
+            missed_length_ = length;
+        }
+        return found;
+    }
+
+ private:
+    const BufferDesc* last_ = nullptr;
+    uint64_t missed_addr_ = 0;
+    uint64_t missed_length_ = 0;
+};
+
+}  // namespace
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
     for (const Loaded& l : transports_) {
@@ -194,44 +252,68 @@ Status TransferEngineImpl::submitInternal(
     }
 
     // Route each request: its TaskRef names the chosen transport until the
-    // transport accepts it. A hinted request needs no descriptor (the hint
-    // decides, and the transport resolves the target itself), and a run of
-    // requests with one hint is checked once; unhinted consecutive
-    // requests to one segment share a descriptor look-up.
+    // transport accepts it. The selector needs where both ends live (the
+    // local buffer's and the target buffer's locations) and whether the
+    // target is on this host; consecutive requests to one segment share a
+    // descriptor look-up, and buffer look-ups try the previous hit first.
     EngineBatch::TaskRef* refs = batch->tasks.data() + base;
     Transport* first = nullptr;
     bool one_transport = true;
-    TransportType last_hint = UNSPEC;
-    Transport* hint_transport = nullptr;
+    const SegmentDescRef local = segments_->getLocal();
+    BufferLookup local_lookup;
+    BufferLookup remote_lookup;
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
+    bool same_machine = false;
+    std::shared_ptr<Platform> platform;  // fetched on the first need
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
         Status s;
         Transport* chosen_transport = nullptr;
-        if (request.transport_hint != UNSPEC) {
-            if (request.transport_hint != last_hint) {
-                last_hint = request.transport_hint;
-                hint_transport = transportOf(last_hint);
+        if (!desc || request.target_id != last_target) {
+            desc.reset();
+            remote_lookup.reset();
+            s = segments_->getRemoteCached(desc, request.target_id);
+            if (s.ok() && !desc) {
+                s = Status::InvalidArgument("no descriptor for segment id " +
+                                            std::to_string(request.target_id));
             }
-            // Every loaded transport is one of transports_: the selector's
-            // error (naming the hint) is built only for a hint that is not.
-            if (hint_transport == nullptr) s = selector_.checkHint(last_hint);
-            chosen_transport = hint_transport;
-        } else {
-            if (!desc || request.target_id != last_target) {
-                desc.reset();
-                s = segments_->getRemoteCached(desc, request.target_id);
-                if (s.ok() && !desc) {
-                    s = Status::InvalidArgument(
-                        "no descriptor for segment id " +
-                        std::to_string(request.target_id));
+            last_target = request.target_id;
+            same_machine = desc && (request.target_id == LOCAL_SEGMENT_ID ||
+                                    (!desc->machine_id.empty() &&
+                                     desc->machine_id == local->machine_id));
+        }
+        if (s.ok()) {
+            RouteContext context;
+            context.segment_type = desc->type;
+            context.segment_name = desc->name;
+            context.same_machine = same_machine;
+            const BufferDesc* remote = remote_lookup.find(
+                *desc, request.target_offset, request.length);
+            if (remote != nullptr) {
+                context.remote_location = remote->location;
+                context.buffer_transports = &remote->transports;
+            }
+            const BufferDesc* source = local_lookup.find(
+                *local, reinterpret_cast<uintptr_t>(request.source),
+                request.length);
+            // Memory no transport registered is placed by the platform,
+            // so that an unregistered device pointer is still known as one.
+            // The CPU platform has only DRAM to answer, so it is not asked.
+            Location located;
+            if (source != nullptr) {
+                context.local_location = source->location;
+            } else {
+                if (!platform) platform = currentPlatform();
+                if (std::strcmp(platform->name(), "cpu") != 0 &&
+                    platform->locate(request.source, request.length, located)
+                        .ok()) {
+                    context.local_location = located;
                 }
-                last_target = request.target_id;
             }
             TransportType chosen = UNSPEC;
-            if (s.ok()) s = selector_.select(request, *desc, chosen);
+            s = selector_.select(request, context, chosen);
             if (s.ok()) chosen_transport = transportOf(chosen);
         }
         if (!s.ok()) {

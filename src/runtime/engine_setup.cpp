@@ -72,7 +72,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     CHECK_STATUS(startControlPlane());
     CHECK_STATUS(startNotifications());
 
-    CHECK_STATUS(selector_.loadPolicy(*conf_));
+    CHECK_STATUS(selector_.loadPolicy(*conf_, topology_.get()));
     loadTransports();
     return Status::OK();
 }
@@ -103,6 +103,7 @@ Status TransferEngineImpl::startControlPlane() {
     conf_->set("local_segment_name", local_segment_name_);
     CHECK_STATUS(segments_->updateLocal([this](SegmentDesc& desc) {
         desc.name = local_segment_name_;
+        desc.machine_id = localMachineId();
         return Status::OK();
     }));
     LOG(INFO) << "TransferEngine: segment " << local_segment_name_
@@ -130,6 +131,10 @@ void TransferEngineImpl::loadTransports() {
         transports_.push_back(Loaded{&entry, std::move(transport)});
     }
     selector_.setLoaded(loaded);
+    // What each one declared at install: selection routes by it.
+    for (const Loaded& l : transports_) {
+        selector_.setCapabilities(l.entry->type, l.transport->capabilities());
+    }
     if (transports_.empty()) {
         LOG(WARNING) << "TransferEngine: no transport is loaded; memory "
                         "registration will fail";

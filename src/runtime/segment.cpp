@@ -1,8 +1,11 @@
 #include "tent/runtime/segment.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 #include "common/json_util.h"
 
@@ -12,6 +15,31 @@ const std::string* MemorySegmentDesc::getTransportAttrs(
     int transport_type) const {
     auto it = transport_attrs.find(transport_type);
     return it == transport_attrs.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+// The first line of `path`, "" when it cannot be read.
+std::string firstLine(const char* path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+}  // namespace
+
+const std::string& localMachineId() {
+    static const std::string id = [] {
+        std::string value = firstLine("/proc/sys/kernel/random/boot_id");
+        if (value.empty()) value = firstLine("/etc/machine-id");
+        if (value.empty()) {
+            char host[256] = {};
+            if (gethostname(host, sizeof(host) - 1) == 0) value = host;
+        }
+        return value;
+    }();
+    return id;
 }
 
 const BufferDesc* SegmentDesc::findBuffer(uint64_t addr,
@@ -36,6 +64,7 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
         Json::Value(static_cast<Json::UInt64>(desc.incarnation));
     root["registration_epoch"] =
         Json::Value(static_cast<Json::UInt64>(desc.registration_epoch));
+    if (!desc.machine_id.empty()) root["machine_id"] = desc.machine_id;
     if (desc.type != SegmentType::Memory) return root;
     const MemorySegmentDesc& memory = desc.getMemory();
     Json::Value buffers(Json::arrayValue);
@@ -200,6 +229,13 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
     }
     parsed.incarnation = value.get("incarnation", 0).asUInt64();
     parsed.registration_epoch = value.get("registration_epoch", 0).asUInt64();
+    if (value.isMember("machine_id")) {
+        if (!value["machine_id"].isString()) {
+            return Status::InvalidEntry(
+                "segment descriptor field machine_id is not a string");
+        }
+        parsed.machine_id = value["machine_id"].asString();
+    }
     if (parsed.type == SegmentType::File) {
         desc = std::move(parsed);
         return Status::OK();

@@ -3,16 +3,32 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/selection_policy.h"
+
 namespace mooncake::tent {
 
 namespace {
 
-const char* segmentTypeName(SegmentType type) {
-    return type == SegmentType::File ? "file" : "memory";
-}
-
 bool contains(const std::vector<TransportType>& list, TransportType t) {
     return std::find(list.begin(), list.end(), t) != list.end();
+}
+
+// Transports that only reach memory of this host.
+bool sameMachineOnly(TransportType t) { return t == SHM || t == NVLINK; }
+
+const char* capabilityName(MemoryKind local, MemoryKind remote) {
+    if (local == MemoryKind::kDram) {
+        return remote == MemoryKind::kDram ? "dram_to_dram" : "dram_to_gpu";
+    }
+    return remote == MemoryKind::kDram ? "gpu_to_dram" : "gpu_to_gpu";
+}
+
+bool covers(const Capabilities& caps, MemoryKind local, MemoryKind remote) {
+    if (local == MemoryKind::kDram) {
+        return remote == MemoryKind::kDram ? caps.dram_to_dram
+                                           : caps.dram_to_gpu;
+    }
+    return remote == MemoryKind::kDram ? caps.gpu_to_dram : caps.gpu_to_gpu;
 }
 
 std::string joinNames(const std::vector<TransportType>& list) {
@@ -27,118 +43,260 @@ std::string joinNames(const std::vector<TransportType>& list) {
 
 }  // namespace
 
-Status TransportSelector::loadPolicy(const Config& conf) {
-    std::vector<SelectionPolicy> parsed;
+MemoryKind memoryKindOf(std::string_view location) {
+    // The type is what precedes ':' ("cuda:0"), or the whole text.
+    const std::string_view type = location.substr(0, location.find(':'));
+    for (std::string_view device : {"cuda", "gpu", "rocm", "npu", "musa"}) {
+        if (type == device) return MemoryKind::kVram;
+    }
+    return MemoryKind::kDram;
+}
+
+// One request's search: the pair it needs carried and every refusal met on
+// the way, so that a failure can list them (each transport once).
+class TransportSelector::Attempt {
+ public:
+    explicit Attempt(const RouteContext& context)
+        : context_(context),
+          local_(memoryKindOf(context.local_location)),
+          remote_(memoryKindOf(context.remote_location)) {}
+
+    MemoryKind local() const { return local_; }
+    MemoryKind remote() const { return remote_; }
+
+    void refuse(TransportType t, const std::string& reason) {
+        std::string line = std::string(transportTypeName(t)) + ": " + reason;
+        if (std::find(reasons_.begin(), reasons_.end(), line) ==
+            reasons_.end()) {
+            reasons_.push_back(std::move(line));
+        }
+    }
+
+    // "<head> local L -> remote R (segment S): t1: why; t2: why".
+    Status failure(const std::string& head) const {
+        std::ostringstream os;
+        os << head << " local " << context_.local_location << " -> remote "
+           << context_.remote_location << " (segment " << context_.segment_name
+           << "): ";
+        if (reasons_.empty()) os << "no transport was considered";
+        for (size_t i = 0; i < reasons_.size(); ++i) {
+            os << (i ? "; " : "") << reasons_[i];
+        }
+        return Status::InvalidArgument(os.str());
+    }
+
+ private:
+    const RouteContext& context_;
+    MemoryKind local_;
+    MemoryKind remote_;
+    std::vector<std::string> reasons_;
+};
+
+Status TransportSelector::loadPolicy(const Config& conf,
+                                     const Topology* topology) {
     Json::Value rules = conf.getValue("policy");
     if (rules.isNull()) {
         policies_.clear();
         return Status::OK();
     }
-    if (!rules.isArray()) {
-        return Status::InvalidArgument(
-            "policy must be an array of {name, segment_type, transports}");
-    }
-    for (Json::ArrayIndex i = 0; i < rules.size(); ++i) {
-        const Json::Value& rule = rules[i];
-        SelectionPolicy policy;
-        if (!rule.isObject()) {
-            return Status::InvalidArgument("policy[" + std::to_string(i) +
-                                           "] must be an object");
-        }
-        policy.name =
-            rule.get("name", "policy[" + std::to_string(i) + "]").asString();
-        const Json::Value& seg_type = rule["segment_type"];
-        if (!seg_type.isNull()) {
-            std::string value = seg_type.isString() ? seg_type.asString() : "";
-            if (value != "memory" && value != "file") {
-                return Status::InvalidArgument(
-                    "policy " + policy.name + ": segment_type " +
-                    (seg_type.isString() ? value : seg_type.toStyledString()) +
-                    " is not \"memory\" or \"file\"");
-            }
-            policy.segment_type = value;
-        }
-        const Json::Value& names = rule["transports"];
-        if (!names.isArray()) {
-            return Status::InvalidArgument(
-                "policy " + policy.name +
-                ": transports must be an array of transport names");
-        }
-        for (const Json::Value& name : names) {
-            std::string text = name.isString() ? name.asString() : "";
-            TransportType type = parseTransportType(text);
-            if (type == UNSPEC) {
-                return Status::InvalidArgument(
-                    "policy " + policy.name + ": unknown transport " +
-                    (name.isString() ? text : name.toStyledString()));
-            }
-            policy.transports.push_back(type);
-        }
-        parsed.push_back(std::move(policy));
-    }
-    policies_ = std::move(parsed);
-    return Status::OK();
+    return parseSelectionPolicies(rules, topology, policies_);
 }
 
-bool TransportSelector::isLoaded(TransportType t) const {
-    return contains(loaded_, t);
+void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
+    loaded_.clear();
+    for (TransportType t : loaded) {
+        Capabilities caps;
+        caps.dram_to_dram = true;
+        loaded_.push_back(Loaded{t, caps});
+    }
+}
+
+void TransportSelector::setCapabilities(TransportType type,
+                                        const Capabilities& caps) {
+    for (Loaded& l : loaded_) {
+        if (l.type == type) l.caps = caps;
+    }
+}
+
+const TransportSelector::Loaded* TransportSelector::find(
+    TransportType t) const {
+    for (const Loaded& l : loaded_) {
+        if (l.type == t) return &l;
+    }
+    return nullptr;
 }
 
 Status TransportSelector::checkHint(TransportType hint) const {
-    if (!isLoaded(hint)) {
+    if (find(hint) == nullptr) {
+        std::vector<TransportType> names;
+        for (const Loaded& l : loaded_) names.push_back(l.type);
         return Status::InvalidArgument(
             std::string("transport_hint ") + transportTypeName(hint) +
-            " is not loaded (loaded: " + joinNames(loaded_) + ")");
+            " is not loaded (loaded: " + joinNames(names) + ")");
     }
+    return Status::OK();
+}
+
+bool TransportSelector::matches(const SelectionPolicy& policy,
+                                const Request& request,
+                                const RouteContext& context) const {
+    if (!policy.segment_type.empty() &&
+        policy.segment_type !=
+            (context.segment_type == SegmentType::File ? "file" : "memory")) {
+        return false;
+    }
+    if (policy.same_machine && *policy.same_machine != context.same_machine) {
+        return false;
+    }
+    if (policy.local_memory &&
+        *policy.local_memory != memoryKindOf(context.local_location)) {
+        return false;
+    }
+    if (policy.remote_memory &&
+        *policy.remote_memory != memoryKindOf(context.remote_location)) {
+        return false;
+    }
+    if (policy.min_size && request.length < *policy.min_size) return false;
+    if (policy.max_size && request.length > *policy.max_size) return false;
+    if (policy.priority && request.priority != *policy.priority) return false;
+    if (policy.intent_type && request.intent_type != *policy.intent_type) {
+        return false;
+    }
+    return true;
+}
+
+bool TransportSelector::able(TransportType t, const SelectionPolicy* policy,
+                             const RouteContext& context,
+                             bool needs_registration, Attempt& attempt) const {
+    const Loaded* loaded = find(t);
+    if (loaded == nullptr) {
+        attempt.refuse(t, "not loaded");
+        return false;
+    }
+    if (needs_registration && !contains(*context.buffer_transports, t)) {
+        attempt.refuse(t, "did not register the target buffer");
+        return false;
+    }
+    if (policy != nullptr && !policy->device_transports.empty() &&
+        !contains(policy->device_transports, t)) {
+        attempt.refuse(t,
+                       "runs on none of policy " + policy->name + "'s devices");
+        return false;
+    }
+    if (sameMachineOnly(t) && !context.same_machine) {
+        attempt.refuse(t, "the target is on another machine");
+        return false;
+    }
+    if (!covers(loaded->caps, attempt.local(), attempt.remote())) {
+        attempt.refuse(t,
+                       std::string("no ") +
+                           capabilityName(attempt.local(), attempt.remote()));
+        return false;
+    }
+    return true;
+}
+
+TransportType TransportSelector::firstAble(
+    const std::vector<TransportType>& candidates, const SelectionPolicy* policy,
+    const RouteContext& context, Attempt& attempt) const {
+    for (TransportType t : candidates) {
+        if (able(t, policy, context, true, attempt)) return t;
+    }
+    return UNSPEC;
+}
+
+Status TransportSelector::select(const Request& request,
+                                 const RouteContext& context,
+                                 TransportType& chosen) const {
+    Attempt attempt(context);
+    // 1. The caller's hint, when it can carry the pair. The target buffer's
+    //    registrations are not checked: the transport reports what it
+    //    cannot reach.
+    if (request.transport_hint != UNSPEC) {
+        CHECK_STATUS(checkHint(request.transport_hint));
+        if (!able(request.transport_hint, nullptr, context, false, attempt)) {
+            return attempt.failure(std::string("transport_hint ") +
+                                   transportTypeName(request.transport_hint) +
+                                   " cannot carry");
+        }
+        chosen = request.transport_hint;
+        return Status::OK();
+    }
+
+    if (context.buffer_transports == nullptr) {
+        std::ostringstream os;
+        os << "no transport can reach segment " << context.segment_name
+           << ": no registered buffer contains [0x" << std::hex
+           << request.target_offset << ", +0x" << request.length << ")";
+        return Status::InvalidArgument(os.str());
+    }
+    const std::vector<TransportType>& buffer_order = *context.buffer_transports;
+
+    // 2. A rule bound by name: that rule alone.
+    if (request.policy_name) {
+        const std::string& name = *request.policy_name;
+        auto it = std::find_if(
+            policies_.begin(), policies_.end(),
+            [&name](const SelectionPolicy& p) { return p.name == name; });
+        if (it == policies_.end()) {
+            std::string names;
+            for (const SelectionPolicy& p : policies_) {
+                names += (names.empty() ? "" : ", ") + p.name;
+            }
+            return Status::InvalidArgument(
+                "policy_name " + name + " names no policy rule (rules: " +
+                (names.empty() ? "none" : names) + ")");
+        }
+        const char* seg_type =
+            context.segment_type == SegmentType::File ? "file" : "memory";
+        if (!it->segment_type.empty() && it->segment_type != seg_type) {
+            return Status::InvalidArgument(
+                "policy_name " + name + ": the rule is for " +
+                it->segment_type + " segments, segment " +
+                std::string(context.segment_name) + " is " + seg_type);
+        }
+        TransportType t =
+            firstAble(it->transports.empty() ? buffer_order : it->transports,
+                      &*it, context, attempt);
+        if (t == UNSPEC) {
+            return attempt.failure("policy " + name + " cannot carry");
+        }
+        chosen = t;
+        return Status::OK();
+    }
+
+    // 3. Policy rules, in configuration order.
+    for (const SelectionPolicy& policy : policies_) {
+        if (!matches(policy, request, context)) continue;
+        TransportType t = firstAble(
+            policy.transports.empty() ? buffer_order : policy.transports,
+            &policy, context, attempt);
+        if (t != UNSPEC) {
+            chosen = t;
+            return Status::OK();
+        }
+    }
+
+    // 4. The target buffer's registration order.
+    TransportType t = firstAble(buffer_order, nullptr, context, attempt);
+    if (t == UNSPEC) return attempt.failure("no transport can carry");
+    chosen = t;
     return Status::OK();
 }
 
 Status TransportSelector::select(const Request& request,
                                  const SegmentDesc& target,
                                  TransportType& chosen) const {
-    // 1. The caller's hint wins over everything, even over the buffer's
-    //    registrations: the transport itself reports what it cannot reach.
-    if (request.transport_hint != UNSPEC) {
-        CHECK_STATUS(checkHint(request.transport_hint));
-        chosen = request.transport_hint;
-        return Status::OK();
-    }
-
+    RouteContext context;
+    context.segment_type = target.type;
+    context.segment_name = target.name;
     const BufferDesc* buffer =
         target.findBuffer(request.target_offset, request.length);
-    if (!buffer) {
-        std::ostringstream os;
-        os << "no transport can reach segment " << target.name
-           << ": no registered buffer contains [0x" << std::hex
-           << request.target_offset << ", +0x" << request.length << ")";
-        return Status::InvalidArgument(os.str());
+    if (buffer != nullptr) {
+        context.remote_location = buffer->location;
+        context.buffer_transports = &buffer->transports;
     }
-
-    // 2. Policy rules, in configuration order.
-    const char* seg_type = segmentTypeName(target.type);
-    for (const SelectionPolicy& policy : policies_) {
-        if (!policy.segment_type.empty() && policy.segment_type != seg_type) {
-            continue;
-        }
-        for (TransportType t : policy.transports) {
-            if (isLoaded(t) && contains(buffer->transports, t)) {
-                chosen = t;
-                return Status::OK();
-            }
-        }
-    }
-
-    // 3. The target buffer's registration order.
-    for (TransportType t : buffer->transports) {
-        if (isLoaded(t)) {
-            chosen = t;
-            return Status::OK();
-        }
-    }
-    return Status::InvalidArgument(
-        "no transport can reach segment " + target.name +
-        ": its buffer is registered with " + joinNames(buffer->transports) +
-        ", loaded here: " + joinNames(loaded_));
+    return select(request, context, chosen);
 }
 
 }  // namespace mooncake::tent

@@ -1,13 +1,17 @@
 // main() of the suites that start targets with TargetProcess: either the
 // GoogleTest binary, or (argv[1] == kTargetFlag) a target child that
 // TargetProcess::start() exec'd, with <transport> <rpc port> <mpcomm port>
-// <report fd> <command fd>.
+// <report fd> <command fd> <integer config keys, "k=v,..." or "-">.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
@@ -15,16 +19,80 @@
 namespace mooncake::tent::testing {
 namespace {
 
+// "<VmRSS kB> <VmHWM kB>" of this process.
+std::string memoryLine() {
+    std::ifstream status("/proc/self/status");
+    std::string line, rss = "0", hwm = "0";
+    while (std::getline(status, line)) {
+        std::istringstream is(line);
+        std::string key, value;
+        is >> key >> value;
+        if (key == "VmRSS:") rss = value;
+        if (key == "VmHWM:") hwm = value;
+    }
+    return rss + " " + hwm;
+}
+
+// Data or EOF on `fd`: the parent has a new command, or is done.
+bool readable(int fd) {
+    pollfd pfd{fd, POLLIN, 0};
+    return poll(&pfd, 1, 0) > 0;
+}
+
+// "verify <segment>" (see target_process.h): answers each notification
+// with "ok" or "bad <index>" after checking the bytes it announces.
+void verifyNotifications(TransferEngine& engine, const uint8_t* buf,
+                         const std::string& initiator, int command_fd) {
+    SegmentID peer = 0;
+    if (!engine.openSegment(peer, initiator).ok()) return;
+    std::vector<Notification> list;
+    while (!readable(command_fd)) {
+        engine.receiveNotification(list);
+        if (list.empty()) std::this_thread::yield();
+        for (const Notification& n : list) {
+            size_t offset = 0, length = 0;
+            int seed = 0;
+            std::istringstream(n.msg) >> offset >> length >> seed;
+            std::string answer = "ok";
+            for (size_t i = offset; i < offset + length && i < kBufferSize;
+                 ++i) {
+                if (buf[i] != patternByte(i, static_cast<uint8_t>(seed))) {
+                    answer = "bad " + std::to_string(i);
+                    break;
+                }
+            }
+            engine.sendNotification(peer, {n.name, answer});
+        }
+    }
+}
+
+// "k=v,k=v" into integer keys of `conf`; "-" is none.
+void applyIntConf(const std::string& text, Config& conf) {
+    if (text == "-") return;
+    std::istringstream is(text);
+    std::string item;
+    while (std::getline(is, item, ',')) {
+        const size_t eq = item.find('=');
+        conf.set(item.substr(0, eq), std::atoi(item.c_str() + eq + 1));
+    }
+}
+
 // The target's life: serves one pattern buffer, answers commands, and at
 // EOF on the command pipe cleans up and exits 0. See target_process.h.
-[[noreturn]] void serveTarget(TransportType xport, int rpc_port,
-                              int mpcomm_port, int report_fd, int command_fd) {
+[[noreturn]] void serveTarget(const std::string& transports, int rpc_port,
+                              int mpcomm_port, int report_fd, int command_fd,
+                              const std::string& int_conf) {
+    // "<xport>" or "<xport>+tcp" (TargetOptions::with_tcp).
+    const size_t plus = transports.find(kWithTcpSuffix);
+    const TransportType xport = parseTransportType(transports.substr(0, plus));
     setenv("MPCOMM_TCP_PORT", std::to_string(mpcomm_port).c_str(), 1);
     auto say = [report_fd](const std::string& text) {
         std::string line = text + "\n";
         (void)!write(report_fd, line.data(), line.size());
     };
     auto conf = onlyTransport(xport);
+    if (plus != std::string::npos) conf->set("transports/tcp/enable", true);
+    applyIntConf(int_conf, *conf);
     conf->set("rpc_server_port", rpc_port);
     {
         TransferEngine engine(conf);
@@ -59,6 +127,11 @@ namespace {
                 s = engine.unregisterLocalMemory(buf, kBufferSize);
                 if (s.ok()) s = engine.registerLocalMemory(buf, kBufferSize);
                 say(s.ok() ? "ok" : s.ToString());
+            } else if (command == "rss") {
+                say(memoryLine());
+            } else if (command.rfind("verify ", 0) == 0) {
+                verifyNotifications(engine, static_cast<uint8_t*>(buf),
+                                    command.substr(7), command_fd);
             } else {
                 say("unknown command " + command);
             }
@@ -74,10 +147,9 @@ namespace {
 
 int main(int argc, char** argv) {
     namespace t = mooncake::tent::testing;
-    if (argc == 7 && std::string(argv[1]) == t::kTargetFlag) {
-        t::serveTarget(mooncake::tent::parseTransportType(argv[2]),
-                       std::atoi(argv[3]), std::atoi(argv[4]),
-                       std::atoi(argv[5]), std::atoi(argv[6]));
+    if (argc == 8 && std::string(argv[1]) == t::kTargetFlag) {
+        t::serveTarget(argv[2], std::atoi(argv[3]), std::atoi(argv[4]),
+                       std::atoi(argv[5]), std::atoi(argv[6]), argv[7]);
     }
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();

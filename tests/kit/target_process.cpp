@@ -57,9 +57,13 @@ TargetProcess::Started TargetProcess::start(const TargetOptions& options,
     // Everything the child needs is built before fork(): between fork and
     // exec it may only make async-signal-safe calls.
     const std::string args[] = {
-        transportTypeName(options.xport), std::to_string(options.rpc_port),
-        std::to_string(options.mpcomm_port), std::to_string(report[1]),
-        std::to_string(command[0])};
+        std::string(transportTypeName(options.xport)) +
+            (options.with_tcp ? kWithTcpSuffix : ""),
+        std::to_string(options.rpc_port),
+        std::to_string(options.mpcomm_port),
+        std::to_string(report[1]),
+        std::to_string(command[0]),
+        options.int_conf.empty() ? std::string("-") : options.int_conf};
     pid_ = fork();
     if (pid_ < 0) {
         why = "fork failed";
@@ -73,7 +77,7 @@ TargetProcess::Started TargetProcess::start(const TargetOptions& options,
         fcntl(command[0], F_SETFD, 0);
         execl("/proc/self/exe", "tent_test_target", kTargetFlag,
               args[0].c_str(), args[1].c_str(), args[2].c_str(),
-              args[3].c_str(), args[4].c_str(), nullptr);
+              args[3].c_str(), args[4].c_str(), args[5].c_str(), nullptr);
         _exit(127);
     }
     close(report[1]);
@@ -121,6 +125,12 @@ std::string TargetProcess::ask(const std::string& command) {
         return "no answer";
     }
     return line;
+}
+
+bool TargetProcess::tell(const std::string& command) {
+    std::string text = command + "\n";
+    return write(command_fd_, text.data(), text.size()) ==
+           static_cast<ssize_t>(text.size());
 }
 
 bool TargetProcess::stop() { return signalAndWait(SIGSTOP, WUNTRACED); }

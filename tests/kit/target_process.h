@@ -14,7 +14,11 @@
 // reports "<segment> <address>" when it is ready, "SKIP <why>" when its
 // engine has no such transport, "ERROR <why>" when setting up failed.
 // Commands, one line each, one answer line each: "rereg" unregisters the
-// buffer and registers it again at the same address ("ok" or the error).
+// buffer and registers it again at the same address ("ok" or the error);
+// "rss" answers "<VmRSS kB> <VmHWM kB>". "verify <segment>" (sent with
+// tell(), no answer) opens <segment> and, until the next command or EOF,
+// checks each notification "<offset> <length> <seed>" against the pattern
+// in its buffer and answers it with a notification "ok" or "bad <index>".
 // EOF on the command pipe: it unregisters, frees and exits 0.
 #pragma once
 
@@ -30,12 +34,17 @@ namespace mooncake::tent::testing {
 
 // argv[1] of an exec'd target child (see kit/target_main.cpp).
 constexpr char kTargetFlag[] = "--tent-test-target";
+// Appended to the transport argument when TargetOptions::with_tcp.
+constexpr char kWithTcpSuffix[] = "+tcp";
 
 // What the child is started with; restart() starts it again with the same.
 struct TargetOptions {
     TransportType xport = MPCOMM;
-    int rpc_port = 0;     // 0: any free port (a restart gets a new name)
-    int mpcomm_port = 0;  // MPCOMM_TCP_PORT of the child
+    int rpc_port = 0;       // 0: any free port (a restart gets a new name)
+    int mpcomm_port = 0;    // MPCOMM_TCP_PORT of the child
+    bool with_tcp = false;  // tcp enabled beside `xport`
+    // Integer config keys of the child's engine, "key=value,key=value".
+    std::string int_conf;
 };
 
 // Reads one '\n'-terminated line from fd into `line`, waiting at most until
@@ -67,6 +76,8 @@ class TargetProcess {
     // Sends `command` and waits (bounded) for the answer line; "no answer"
     // or "write failed" when there is none.
     std::string ask(const std::string& command);
+    // Sends `command` and waits for no answer; false when the write failed.
+    bool tell(const std::string& command);
 
     // SIGSTOP / SIGCONT, and waits (bounded) until the child is stopped /
     // continued: kill() returns before the signal takes effect. False when

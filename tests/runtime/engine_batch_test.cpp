@@ -30,6 +30,9 @@ namespace {
 // `misuse` instead of being undefined behaviour.
 class FakeTransport : public Transport {
  public:
+    // The engine routes only what a transport declares it can carry.
+    FakeTransport() { caps.dram_to_dram = true; }
+
     struct Sub : SubBatch {
         explicit Sub(size_t cap) : capacity(cap) {}
         size_t size() const override {

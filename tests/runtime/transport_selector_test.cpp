@@ -151,8 +151,8 @@ TEST(TransportSelectorTest, NoUsableTransportNamesTheSegment) {
         selector.select(requestInBuffer(), memorySegment({MPCOMM}), chosen);
     ASSERT_TRUE(s.IsInvalidArgument()) << s;
     EXPECT_EQ(s.message(),
-              "no transport can reach segment 10.0.0.1:15001: its buffer is "
-              "registered with mpcomm, loaded here: tcp");
+              "no transport can carry local * -> remote * (segment "
+              "10.0.0.1:15001): mpcomm: not loaded");
 }
 
 TEST(TransportSelectorTest, RangeOutsideEveryBufferNamesTheSegment) {

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,22 @@ struct TransferStatus {
     size_t transferred_bytes = 0;
 };
 
+// Request priority levels; a policy rule's `priority` matches one exactly.
+static constexpr int PRIO_HIGH = 0;
+static constexpr int PRIO_MEDIUM = 1;
+static constexpr int PRIO_LOW = 2;
+
+// What a transfer is for; a policy rule's `intent_type` matches one exactly.
+enum class IntentType : int {
+    INTENT_UNSPEC = 0,
+    FOREGROUND_GET,
+    BACKGROUND_PREFETCH,
+    MIGRATION,
+    CHECKPOINT,
+    WEIGHT_LOADING,
+    STAGING_INTERNAL,
+};
+
 struct Request {
     enum OpCode { READ = 0, WRITE = 1 };
     OpCode opcode = READ;
@@ -74,9 +91,18 @@ struct Request {
     // Absolute address in the target segment's address space.
     uint64_t target_offset = 0;
     size_t length = 0;
-    int priority = 0;
-    // Overrides policy and buffer order when not UNSPEC.
+    int priority = PRIO_HIGH;
+    // Routes by the policy rule of this name alone (its other filters are
+    // not consulted); a name no rule has fails the task.
+    std::optional<std::string> policy_name;
+    // Pins the transport when not UNSPEC; it must still be able to carry
+    // the request's memory locations.
     TransportType transport_hint = UNSPEC;
+    // Absolute steady_clock time in ns by which the caller wants it done;
+    // 0 = none. Carried for upstream compatibility: nothing here schedules
+    // by it yet.
+    uint64_t deadline_ns = 0;
+    IntentType intent_type = IntentType::INTENT_UNSPEC;
 };
 
 // One NIC's load, as upstream reports it for RDMA NICs (see

@@ -53,6 +53,10 @@ struct SegmentDesc {
     // a walk over `buffers`.
     uint64_t incarnation = 0;
     uint64_t registration_epoch = 0;
+    // The publishing host's kernel (see localMachineId()), so that a
+    // policy's same_machine can tell a peer on this host from one
+    // elsewhere; "" (a peer that does not say) counts as another host.
+    std::string machine_id;
     // MemorySegmentDesc when type is Memory, FileSegmentDesc when File.
     std::variant<MemorySegmentDesc, FileSegmentDesc> detail;
 
@@ -69,6 +73,12 @@ struct SegmentDesc {
 };
 
 using SegmentDescRef = std::shared_ptr<const SegmentDesc>;
+
+// This host's identity for SegmentDesc::machine_id: the kernel's boot id
+// (/proc/sys/kernel/random/boot_id), which every process and container
+// under one running kernel shares and no other host has; else
+// /etc/machine-id; else the hostname. Read once per process.
+const std::string& localMachineId();
 
 Json::Value segmentToJson(const SegmentDesc& desc);
 // Validates field types; a malformed descriptor is InvalidEntry naming the
