@@ -66,6 +66,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
         "", std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms),
         std::chrono::milliseconds(ttl_ms));
     CHECK_STATUS(startControlPlane());
+    CHECK_STATUS(startNotifications());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
     loadTransports();
@@ -144,7 +145,11 @@ void TransferEngineImpl::teardown() {
         }
     }
     transports_.clear();
+    // Before the control service: its Notify handler fills inbox_.
+    if (channel_) channel_->stop();
     if (control_) control_->stop();
+    channel_.reset();
+    inbox_.reset();
     control_.reset();
     {
         std::lock_guard<std::mutex> lock(memory_mu_);

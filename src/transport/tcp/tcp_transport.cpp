@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/range_check.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
@@ -319,6 +321,36 @@ Status TcpTransport::submitTransferTasks(
     // uninstall() may have drained the queue between the check above and
     // the push; whatever it missed is failed here rather than left PENDING.
     if (!running_.load()) failQueued();
+    return Status::OK();
+}
+
+Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
+    auto* sub = static_cast<TcpSubBatch*>(batch);
+    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    std::shared_ptr<Task> task;
+    {
+        std::lock_guard<std::mutex> lock(sub->mu);
+        if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
+            return Status::InvalidArgument(
+                "tcp transport: task id " + std::to_string(task_id) +
+                " out of range (" + std::to_string(sub->tasks.size()) +
+                " submitted)");
+        }
+        task = sub->tasks[task_id];
+    }
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    // Slices claimed later (none, once out of the queue) and slices not
+    // yet on the wire skip the network.
+    task->failed.store(true, std::memory_order_relaxed);
+    auto it = std::find(queue_.begin(), queue_.end(), task);
+    if (it == queue_.end()) return Status::OK();  // final or all claimed
+    queue_.erase(it);
+    if (task->next_offset == 0) {
+        // No worker ever saw it.
+        task->finish(CANCELED);
+    } else {
+        task->settle(task->request.length - task->next_offset, false);
+    }
     return Status::OK();
 }
 

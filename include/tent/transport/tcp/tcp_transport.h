@@ -59,6 +59,12 @@ class TcpTransport : public Transport {
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
 
+    // A task still queued (no byte claimed) ends CANCELED at once; one in
+    // flight gets no further slice and ends FAILED once the slices on the
+    // wire settle.
+    bool supportsCancellation() const override { return true; }
+    Status cancelTransferTask(SubBatchRef batch, int task_id) override;
+
     Status addMemoryBuffer(BufferDesc& desc,
                            const MemoryOptions& options) override;
     Status removeMemoryBuffer(BufferDesc& desc) override;
