@@ -164,6 +164,9 @@ int tent_allocate_memory_ex(tent_engine_t engine, void** addr, size_t size,
                             tent_memory_options_t* opts);
 int tent_register_memory_ex(tent_engine_t engine, void* addr, size_t size,
                             tent_memory_options_t* opts);
+int tent_register_memory_batch_ex(tent_engine_t engine, void** addrs,
+                                  size_t* sizes, size_t count,
+                                  tent_memory_options_t* opts);
 
 /* 0 (never a valid id) on failure. */
 tent_batch_id_t tent_allocate_batch(tent_engine_t engine, size_t batch_size);
@@ -179,6 +182,28 @@ int tent_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
  * tasks in the batch; min(capacity, tasks) statuses are written. */
 int tent_task_status_list(tent_engine_t engine, tent_batch_id_t batch_id,
                           tent_status_t* statuses, size_t* count);
+/* Ends a pending task CANCELED; once it returns 0 no transport touches the
+ * task's buffers. A task already final stays as it is. */
+int tent_cancel_task(tent_engine_t engine, tent_batch_id_t batch_id,
+                     size_t task_id);
+
+/* As tent_submit(); {name, message} reaches each target segment once all
+ * of these requests completed there (never before the data). name is at
+ * most 255 bytes and message at most 4095, what a receiver's record holds. */
+int tent_submit_notif(tent_engine_t engine, tent_batch_id_t batch_id,
+                      tent_request_t* entries, size_t count, const char* name,
+                      const char* message);
+int tent_send_notifs(tent_engine_t engine, tent_segment_id_t handle,
+                     const char* name, const char* message);
+/* Every notification received since the last call, oldest first, in
+ * records the caller releases with tent_free_notifs(). */
+int tent_recv_notifs(tent_engine_t engine, tent_notifi_info* info);
+void tent_free_notifs(tent_notifi_info* info);
+
+/* As tent_task_status_list(). Fails (NotImplemented) here: no transport in
+ * this tree reports NIC load. */
+int tent_get_nic_load_stats(tent_engine_t engine, tent_nic_load_stat_t* stats,
+                            size_t* count);
 
 #ifdef __cplusplus
 }  // extern "C"

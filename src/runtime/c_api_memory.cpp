@@ -171,4 +171,18 @@ int tent_register_memory_ex(tent_engine_t engine, void* addr, size_t size,
     return report(e->registerLocalMemory(addr, size, options));
 }
 
+int tent_register_memory_batch_ex(tent_engine_t engine, void** addrs,
+                                  size_t* sizes, size_t count,
+                                  tent_memory_options_t* opts) {
+    const char* call = "tent_register_memory_batch_ex";
+    TransferEngine* e = engineOf(engine, call);
+    MemoryOptions options;
+    std::vector<void*> addr_list;
+    std::vector<size_t> size_list;
+    if (!e || toOptions(call, opts, options) != 0 ||
+        toLists(call, addrs, sizes, count, false, addr_list, size_list) != 0)
+        return -1;
+    return report(e->registerLocalMemory(addr_list, size_list, options));
+}
+
 }  // extern "C"

@@ -1,10 +1,13 @@
 /* Two engines in two processes through the installed C API, in plain C.
  * The parent is the initiator, the forked child the target; they swap the
  * target's segment name and buffer address over a pipe. The initiator
- * writes a pattern, reads it back, cancels a task and reads status lists;
- * the target checks the bytes it was sent. Exit status 0 on success; any
- * failed check prints the call, its line and tent_last_error(). Every wait
- * is bounded: alarm() ends a process that hangs. */
+ * writes a pattern with a notification, sends a plain one, reads the
+ * pattern back, cancels a task and reads status lists; the target checks
+ * the written bytes the moment the notification arrives. Exit status 0 on
+ * success; any failed check prints the call, its line and tent_last_error().
+ * Every wait is bounded: alarm() ends a process that hangs. */
+#define _POSIX_C_SOURCE 200809L
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,13 +21,13 @@
 #define LEN (1u << 20)
 #define WAIT_SECONDS 60
 
-#define CHECK(cond)                                                      \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "%s:%d: %s failed (%s)\n", role, __LINE__,   \
-                    #cond, tent_last_error());                           \
-            exit(1);                                                     \
-        }                                                                \
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: %s failed (%s)\n", role, __LINE__, #cond, \
+                    tent_last_error());                                       \
+            exit(1);                                                          \
+        }                                                                     \
     } while (0)
 
 static const char* role = "parent";
@@ -64,6 +67,30 @@ static tent_status_t wait_task(tent_engine_t e, tent_batch_id_t batch,
     return st;
 }
 
+/* Receives until a notification named `name` arrives (others are
+ * dropped). */
+static tent_notifi_record_t wait_notification(tent_engine_t e,
+                                              const char* name) {
+    double deadline = now_seconds() + WAIT_SECONDS;
+    do {
+        tent_notifi_info info;
+        CHECK(tent_recv_notifs(e, &info) == 0);
+        for (int i = 0; i < info.num_records; ++i) {
+            if (strcmp(info.records[i].name, name) == 0) {
+                tent_notifi_record_t found = info.records[i];
+                tent_free_notifs(&info);
+                return found;
+            }
+        }
+        tent_free_notifs(&info);
+        CHECK(info.records == NULL && info.num_records == 0);
+    } while (now_seconds() < deadline);
+    CHECK(!"notification arrived within the bound");
+    tent_notifi_record_t none;
+    memset(&none, 0, sizeof(none));
+    return none;
+}
+
 struct hello {
     char name[256];
     uint64_t addr;
@@ -86,10 +113,10 @@ static int run_target(int to_parent, int from_parent) {
     h.addr = (uint64_t)(uintptr_t)buf;
     write_all(to_parent, &h, sizeof(h));
 
-    /* The initiator says when its WRITE completed. */
-    char go = 0;
-    read_all(from_parent, &go, 1);
-    CHECK(go == 'w');
+    /* The notification of the WRITE comes only after its data: the bytes
+     * must be complete the moment it is seen. */
+    tent_notifi_record_t note = wait_notification(e, "kv-block");
+    CHECK(strcmp(note.msg, "layer 0 written") == 0);
     const unsigned char* bytes = (const unsigned char*)buf;
     size_t bad = LEN;
     for (size_t i = 0; i < LEN && bad == LEN; ++i)
@@ -99,6 +126,11 @@ static int run_target(int to_parent, int from_parent) {
         fprintf(stderr, "target: byte %zu is %u, expected %u\n", bad,
                 bytes[bad], pattern(bad));
     write_all(to_parent, &verdict, 1);
+
+    note = wait_notification(e, "plain");
+    CHECK(strcmp(note.msg, "hello from the initiator") == 0);
+    char go = 'p';
+    write_all(to_parent, &go, 1);
 
     read_all(from_parent, &go, 1); /* the initiator is done with us */
     CHECK(go == 'q');
@@ -144,16 +176,19 @@ static int run_initiator(int from_target, int to_target) {
         w[i].target_offset = h.addr + i * (LEN / 2);
         w[i].length = LEN / 2;
     }
-    CHECK(tent_submit(e, batch, w, 2) == 0);
+    CHECK(tent_submit_notif(e, batch, w, 2, "kv-block", "layer 0 written") ==
+          0);
     for (size_t t = 0; t < 2; ++t) {
         tent_status_t st = wait_task(e, batch, t);
         CHECK(st.status == STATUS_COMPLETED);
         CHECK(st.transferred_bytes == LEN / 2);
     }
-    char go = 'w', verdict = 0;
-    write_all(to_target, &go, 1);
+    char go = 0, verdict = 0;
     read_all(from_target, &verdict, 1);
     CHECK(verdict == 'y');
+    CHECK(tent_send_notifs(e, seg, "plain", "hello from the initiator") == 0);
+    read_all(from_target, &verdict, 1);
+    CHECK(verdict == 'p');
 
     tent_request_t r;
     memset(&r, 0, sizeof(r));
@@ -167,16 +202,26 @@ static int run_initiator(int from_target, int to_target) {
     CHECK(wait_task(e, batch, 2).status == STATUS_COMPLETED);
     CHECK(memcmp(local, local + LEN, LEN) == 0);
 
+    /* Cancel: once the call returns the task is final, CANCELED unless it
+     * had already completed. */
+    CHECK(tent_submit(e, batch, &w[0], 1) == 0);
+    CHECK(tent_cancel_task(e, batch, 3) == 0);
+    tent_status_t st;
+    CHECK(tent_task_status(e, batch, 3, &st) == 0);
+    CHECK(st.status == STATUS_CANCELED || st.status == STATUS_COMPLETED);
+
     tent_status_t list[8];
     size_t count = 8;
     CHECK(tent_task_status_list(e, batch, list, &count) == 0);
-    CHECK(count == 3);
+    CHECK(count == 4);
     CHECK(list[0].status == STATUS_COMPLETED &&
           list[0].transferred_bytes == LEN / 2);
-    CHECK(list[2].status == STATUS_COMPLETED && list[2].transferred_bytes == LEN);
+    CHECK(list[2].status == STATUS_COMPLETED &&
+          list[2].transferred_bytes == LEN);
+    CHECK(list[3].status == st.status);
     count = 1;
     CHECK(tent_task_status_list(e, batch, list, &count) == 0);
-    CHECK(count == 3);
+    CHECK(count == 4);
 
     CHECK(tent_free_batch(e, batch) == 0);
     CHECK(tent_close_segment(e, seg) == 0);
@@ -210,6 +255,7 @@ int main(void) {
         fprintf(stderr, "parent: target exited with status %d\n", status);
         return 1;
     }
-    if (rc == 0) printf("two_engines: OK (%u bytes written, read, checked)\n", LEN);
+    if (rc == 0)
+        printf("two_engines: OK (%u bytes written, read, checked)\n", LEN);
     return rc;
 }

@@ -338,6 +338,105 @@ TEST_F(CApiTest, MemoryOptionsAreCheckedFieldByField) {
     tent_destroy_engine(e);
 }
 
+// Receives until `want` notifications arrived or the bound passed.
+std::vector<tent_notifi_record> receiveNotifications(tent_engine_t e,
+                                                     size_t want) {
+    std::vector<tent_notifi_record> got;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
+        tent_notifi_info info;
+        info.num_records = -1;
+        EXPECT_EQ(tent_recv_notifs(e, &info), 0) << tent_last_error();
+        for (int i = 0; i < info.num_records; ++i)
+            got.push_back(info.records[i]);
+        tent_free_notifs(&info);
+        EXPECT_EQ(info.records, nullptr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return got;
+}
+
+TEST_F(CApiTest, NotificationsCancellationAndNicStats) {
+    tent_engine_t initiator = tent_create_engine();
+    tent_engine_t target = tent_create_engine();
+    ASSERT_NE(initiator, nullptr) << tent_last_error();
+    ASSERT_NE(target, nullptr) << tent_last_error();
+    char name[256];
+    ASSERT_EQ(tent_segment_name(target, name, sizeof(name)), 0);
+
+    const size_t kLen = 64 << 10;
+    std::vector<unsigned char> remote(kLen, 0), src(kLen);
+    for (size_t i = 0; i < kLen; ++i) src[i] = static_cast<uint8_t>(i * 13);
+    void* addrs[1] = {remote.data()};
+    size_t sizes[1] = {kLen};
+    tent_memory_options_t opts;
+    std::memset(&opts, 0, sizeof(opts));
+    opts.permission = PERM_GLOBAL_READ_WRITE;
+    ASSERT_EQ(tent_register_memory_batch_ex(target, addrs, sizes, 1, &opts), 0)
+        << tent_last_error();
+    tent_segment_id_t seg = 0;
+    ASSERT_EQ(tent_open_segment(initiator, &seg, name), 0) << tent_last_error();
+
+    tent_batch_id_t batch = tent_allocate_batch(initiator, 4);
+    tent_request_t w = {};
+    w.opcode = OPCODE_WRITE;
+    w.source = src.data();
+    w.target_id = seg;
+    w.target_offset = reinterpret_cast<uint64_t>(remote.data());
+    w.length = kLen;
+    ASSERT_EQ(tent_submit_notif(initiator, batch, &w, 1, "kv", "block 7"), 0)
+        << tent_last_error();
+    EXPECT_EQ(waitTask(initiator, batch, 0).status, STATUS_COMPLETED);
+    std::vector<tent_notifi_record> got = receiveNotifications(target, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_STREQ(got[0].name, "kv");
+    EXPECT_STREQ(got[0].msg, "block 7");
+    EXPECT_EQ(got[0].handle, LOCAL_SEGMENT_ID);
+    EXPECT_EQ(std::memcmp(remote.data(), src.data(), kLen), 0);
+
+    const std::string longest(4095, 'm');
+    ASSERT_EQ(tent_send_notifs(initiator, seg, "", longest.c_str()), 0)
+        << tent_last_error();
+    got = receiveNotifications(target, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(std::string(got[0].name), "");
+    EXPECT_EQ(std::string(got[0].msg), longest);
+    const std::string too_long(4096, 'm');
+    EXPECT_EQ(tent_send_notifs(initiator, seg, "n", too_long.c_str()), -1);
+    EXPECT_EQ(std::string(tent_last_error()),
+              "tent_send_notifs: name of 1 bytes / message of 4096 bytes "
+              "exceeds the 255 / 4095 a tent_notifi_record holds");
+    EXPECT_EQ(tent_send_notifs(initiator, seg, nullptr, "x"), -1);
+    EXPECT_EQ(std::string(tent_last_error()),
+              "tent_send_notifs: name and message must not be NULL");
+
+    // Cancel: afterwards the task is final; a final one stays as it was.
+    ASSERT_EQ(tent_submit(initiator, batch, &w, 1), 0) << tent_last_error();
+    ASSERT_EQ(tent_cancel_task(initiator, batch, 1), 0) << tent_last_error();
+    tent_status_t st{};
+    ASSERT_EQ(tent_task_status(initiator, batch, 1, &st), 0);
+    EXPECT_TRUE(st.status == STATUS_CANCELED || st.status == STATUS_COMPLETED)
+        << st.status;
+    ASSERT_EQ(tent_cancel_task(initiator, batch, 0), 0) << tent_last_error();
+    ASSERT_EQ(tent_task_status(initiator, batch, 0, &st), 0);
+    EXPECT_EQ(st.status, STATUS_COMPLETED);
+    EXPECT_EQ(tent_cancel_task(initiator, batch, 9), -1);
+    EXPECT_NE(std::string(tent_last_error()).find("9"), std::string::npos)
+        << tent_last_error();
+
+    tent_nic_load_stat_t stats[2];
+    size_t count = 2;
+    EXPECT_EQ(tent_get_nic_load_stats(initiator, stats, &count), -1);
+    EXPECT_EQ(std::string(tent_last_error()).rfind("NotImplemented: ", 0), 0u)
+        << tent_last_error();
+
+    EXPECT_EQ(tent_free_batch(initiator, batch), 0) << tent_last_error();
+    EXPECT_EQ(tent_close_segment(initiator, seg), 0);
+    EXPECT_EQ(tent_unregister_memory_batch(target, addrs, sizes, 1), 0);
+    tent_destroy_engine(initiator);
+    tent_destroy_engine(target);
+}
+
 TEST_F(CApiTest, LastErrorNamesTheProblem) {
     tent_engine_t e = tent_create_engine();
     ASSERT_NE(e, nullptr) << tent_last_error();
