@@ -24,8 +24,13 @@
 # USE_MPCOMM=ON build a skipped test counts as a failure: the provider is
 # there, so nothing may be skipped for want of it.
 #
-# Prints one line per unit with its error count and one per test with its
-# pass/fail/skip counts; exits 1 if any unit has errors or a test does not
+# It also compares the C API: every function and macro of the checkout's
+# tent/transfer_engine.h must be declared alike by ours, and every struct
+# both declare must have the same size and field offsets
+# (scripts/c_abi_probe.py writes the probes; CC compiles them).
+#
+# Prints one line per unit with its error count, one per C struct, one for
+# the C functions and one per test with its pass/fail/skip counts; exits 1 if any unit has errors or a test does not
 # compile or fails, 2 on bad arguments.
 set -uo pipefail
 
@@ -145,6 +150,59 @@ if [ -f "$PATCH" ]; then
     [ "$after" -le "$before" ] || failed=1
   done
 fi
+
+# --- the C API: upstream's functions, macros and struct layouts ---------
+# A C program written against upstream's transfer_engine.h must compile
+# against ours and see the same structs: one line per struct both declare
+# (size and every field's offset, compiled once against each header), one
+# for the functions and macros.
+CC="${CC:-gcc}"
+UP_HEADER="$TENT_ROOT/include/tent/transfer_engine.h"
+OUR_HEADER="$ROOT/include/tent/transfer_engine.h"
+c_abi_check() {
+  local probe="$ROOT/scripts/c_abi_probe.py" counts
+  if ! python3 "$probe" layout "$UP_HEADER" "$OUR_HEADER" "$WORK/layout.c" ||
+     ! "$CC" -std=c11 -I "$TENT_ROOT/include" "$WORK/layout.c" -o "$WORK/layout_up" ||
+     ! "$CC" -std=c11 -I "$ROOT/include" "$WORK/layout.c" -o "$WORK/layout_ours"; then
+    echo "C API layout probe does not build"
+    failed=1
+    return
+  fi
+  local up ours
+  up="$("$WORK/layout_up")"
+  ours="$("$WORK/layout_ours")"
+  while IFS= read -r line; do
+    local name="${line#struct }"
+    name="${name%% *}"
+    local mine
+    mine="$(grep "^struct $name " <<<"$ours" | head -1)"
+    if [[ "$line" == *" missing in ours" || "$line" == *" fields differ:"* ]]; then
+      printf '%-40s %s\n' "C struct $name" "MISMATCH: ${line#struct $name }"
+      failed=1
+    elif [ "$line" = "$mine" ]; then
+      printf '%-40s same layout (%s)\n' "C struct $name" "${line#struct $name }"
+    else
+      printf '%-40s MISMATCH\n    upstream: %s\n    ours:     %s\n' \
+        "C struct $name" "$line" "$mine"
+      failed=1
+    fi
+  done <<<"$up"
+  if ! counts="$(python3 "$probe" prototypes "$UP_HEADER" "$WORK/proto.c")"; then
+    echo "C API prototype probe: no functions found in $UP_HEADER"
+    failed=1
+    return
+  fi
+  if "$CC" -std=c11 -fsyntax-only -I "$ROOT/include" "$WORK/proto.c" \
+      > "$WORK/proto.log" 2>&1; then
+    printf '%-40s %s functions declared alike, %s macros equal\n' \
+      "C API" ${counts}
+  else
+    printf '%-40s %d errors\n' "C API" "$(grep -c ' error: ' "$WORK/proto.log")"
+    grep ' error: ' "$WORK/proto.log" | head -20 | sed 's/^/    /'
+    failed=1
+  fi
+}
+c_abi_check
 
 # --- the checkout's own tests, against our headers and libtent ---------
 cache_value() {  # cache_value <build> <variable>

@@ -4,79 +4,206 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TRANSPORT_UNSPEC 0
-#define TRANSPORT_RDMA 1
-#define TRANSPORT_MNNVL 2
-#define TRANSPORT_SHM 3
-#define TRANSPORT_NVLINK 4
-#define TRANSPORT_GDS 5
-#define TRANSPORT_IOURING 6
-#define TRANSPORT_TCP 7
-#define TRANSPORT_ASCEND_DIRECT 8
-#define TRANSPORT_SUNRISE_LINK 9
-#define TRANSPORT_TPU 10
-#define TRANSPORT_UB 11
-#define TRANSPORT_MPCOMM 12
-
-#define OPCODE_READ 0
-#define OPCODE_WRITE 1
-
-#define TENT_STATUS_INITIAL 0
-#define TENT_STATUS_PENDING 1
-#define TENT_STATUS_INVALID 2
-#define TENT_STATUS_CANCELED 3
-#define TENT_STATUS_COMPLETED 4
-#define TENT_STATUS_TIMEOUT 5
-#define TENT_STATUS_FAILED 6
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef void* tent_engine_t;
-typedef uint64_t tent_segment_id_t;
-typedef uint64_t tent_batch_id_t;
+/* The C API. Names, signatures, struct layouts and macro values are those
+ * of upstream TENT's C API, so a C program written against it compiles
+ * against this header and runs against libtent; docs/api.md lists where
+ * the behaviour differs. Every int-returning call returns 0 on success and
+ * -1 on failure, and tent_last_error() then names the cause. */
 
+typedef uint64_t tent_batch_id_t;
+typedef uint64_t tent_segment_id_t;
+typedef void* tent_engine_t;
+
+#ifndef LOCAL_SEGMENT_ID
+#define LOCAL_SEGMENT_ID (0ull)
+#endif
+
+#define OPCODE_READ (0)
+#define OPCODE_WRITE (1)
+
+/* Zero-initialize before filling in: 0 is the default of every field
+ * (priority high, transport chosen by policy). */
 struct tent_request {
-    int opcode;  // OPCODE_READ / OPCODE_WRITE
+    int opcode; /* OPCODE_READ / OPCODE_WRITE */
     void* source;
     tent_segment_id_t target_id;
-    uint64_t target_offset;  // absolute remote address
+    uint64_t target_offset; /* absolute address in the target segment */
     uint64_t length;
-    int transport_hint;  // TRANSPORT_*; TRANSPORT_UNSPEC lets TENT choose
+    int priority;       /* 0 high, 1 medium, 2 low */
+    int transport_hint; /* TRANSPORT_*; TRANSPORT_UNSPEC follows policy */
 };
+typedef struct tent_request tent_request_t;
+
+#define STATUS_WAITING (0)
+#define STATUS_PENDING (1)
+#define STATUS_INVALID (2)
+#define STATUS_CANCELED (3)
+#define STATUS_COMPLETED (4)
+#define STATUS_TIMEOUT (5)
+#define STATUS_FAILED (6)
 
 struct tent_status {
-    int status;  // TENT_STATUS_*
+    int status; /* STATUS_* */
     uint64_t transferred_bytes;
 };
+typedef struct tent_status tent_status_t;
 
-// All int-returning calls return 0 on success and -1 on failure; the last
-// failure's text is available from tent_last_error() (per thread).
+struct tent_buffer_info {
+    uint64_t base, length;
+    char location[64]; /* NUL-terminated, e.g. "cpu:0" */
+};
+
+#define TYPE_MEMORY (0)
+#define TYPE_FILE (1)
+
+/* Filled by tent_get_segment_info(); release buffers with
+ * tent_free_segment_info(). */
+struct tent_segment_info {
+    int type; /* TYPE_MEMORY / TYPE_FILE */
+    int num_buffers;
+    struct tent_buffer_info* buffers;
+};
+typedef struct tent_segment_info tent_segment_info_t;
+
+struct tent_notifi_record {
+    tent_segment_id_t handle; /* always 0: notifications carry no sender */
+    char name[256];           /* NUL-terminated */
+    char msg[4096];           /* NUL-terminated */
+};
+typedef struct tent_notifi_record tent_notifi_record_t;
+
+/* Filled by tent_recv_notifs(); release records with tent_free_notifs(). */
+struct tent_notifi_info {
+    int num_records;
+    struct tent_notifi_record* records;
+};
+typedef struct tent_notifi_info tent_notifi_info;
+
+#define PERM_LOCAL_READ_WRITE (0)
+#define PERM_GLOBAL_READ_ONLY (1)
+#define PERM_GLOBAL_READ_WRITE (2)
+
+#define TRANSPORT_UNSPEC (0)
+#define TRANSPORT_RDMA (1)
+#define TRANSPORT_MNNVL (2)
+#define TRANSPORT_SHM (3)
+#define TRANSPORT_NVLINK (4)
+#define TRANSPORT_GDS (5)
+#define TRANSPORT_IOURING (6)
+#define TRANSPORT_TCP (7)
+#define TRANSPORT_ASCEND_DIRECT (8)
+#define TRANSPORT_SUNRISE_LINK (9)
+#define TRANSPORT_TPU (10)
+#define TRANSPORT_UB (11)
+#define TRANSPORT_MPCOMM (12)
+
+/* For the _ex calls. An empty location means "*" (any). */
+struct tent_memory_options {
+    char location[64];
+    int permission;     /* PERM_* */
+    int transport_type; /* TRANSPORT_*; TRANSPORT_UNSPEC registers with all */
+    char shm_path[256]; /* must be empty here (no file-backed buffers) */
+    size_t shm_offset;  /* must be 0 here */
+    int internal;       /* nonzero: an engine-internal buffer */
+};
+typedef struct tent_memory_options tent_memory_options_t;
+
+struct tent_nic_load_stat {
+    char device_name[64];
+    uint64_t inflight_bytes;
+    double ewma_bandwidth_bps;
+};
+typedef struct tent_nic_load_stat tent_nic_load_stat_t;
+
+/* This thread's text for its last failed call ("" before any). */
 const char* tent_last_error(void);
 
-// config_path may be NULL (defaults + MC_TENT_CONF). NULL on failure.
-tent_engine_t tent_create_engine(const char* config_path);
+/* Configuration for the next tent_create_engine() on the same thread. */
+void tent_load_config_from_file(const char* path);
+/* `value` is taken as JSON when it parses as JSON (true, 12, "x", {...}),
+ * else as a string; `key` is a slash path ("transports/tcp/enable"). */
+void tent_set_config(const char* key, const char* value);
+
+/* NULL on failure (tent_last_error() says why). */
+tent_engine_t tent_create_engine(void);
 void tent_destroy_engine(tent_engine_t engine);
+/* 1 when the engine came up, else 0. */
 int tent_available(tent_engine_t engine);
-// Copies the NUL-terminated segment name into buf.
+
+/* Copies the NUL-terminated segment name / RPC address into the buffer;
+ * fails, naming the size needed, when it does not fit. */
 int tent_segment_name(tent_engine_t engine, char* buf, size_t buf_len);
+int tent_rpc_server_addr_port(tent_engine_t engine, char* addr_buf,
+                              size_t buf_len, uint16_t* port);
+
 int tent_open_segment(tent_engine_t engine, tent_segment_id_t* handle,
                       const char* segment_name);
 int tent_close_segment(tent_engine_t engine, tent_segment_id_t handle);
-int tent_allocate_memory(tent_engine_t engine, void** addr, size_t size);
+int tent_get_segment_info(tent_engine_t engine, tent_segment_id_t handle,
+                          tent_segment_info_t* info);
+void tent_free_segment_info(tent_segment_info_t* info);
+
+/* location may be NULL or "" for "*" (any). */
+int tent_allocate_memory(tent_engine_t engine, void** addr, size_t size,
+                         const char* location);
 int tent_free_memory(tent_engine_t engine, void* addr);
 int tent_register_memory(tent_engine_t engine, void* addr, size_t size);
 int tent_unregister_memory(tent_engine_t engine, void* addr, size_t size);
-// Returns 0 (never a valid id) on failure.
+int tent_register_memory_with_perm(tent_engine_t engine, void* addr,
+                                   size_t size, int permission);
+int tent_register_memory_batch(tent_engine_t engine, void** addrs,
+                               size_t* sizes, size_t count, int permission);
+/* sizes may be NULL: each address's registered length. */
+int tent_unregister_memory_batch(tent_engine_t engine, void** addrs,
+                                 size_t* sizes, size_t count);
+int tent_allocate_memory_ex(tent_engine_t engine, void** addr, size_t size,
+                            tent_memory_options_t* opts);
+int tent_register_memory_ex(tent_engine_t engine, void* addr, size_t size,
+                            tent_memory_options_t* opts);
+int tent_register_memory_batch_ex(tent_engine_t engine, void** addrs,
+                                  size_t* sizes, size_t count,
+                                  tent_memory_options_t* opts);
+
+/* 0 (never a valid id) on failure. */
 tent_batch_id_t tent_allocate_batch(tent_engine_t engine, size_t batch_size);
 int tent_free_batch(tent_engine_t engine, tent_batch_id_t batch_id);
 int tent_submit(tent_engine_t engine, tent_batch_id_t batch_id,
-                const struct tent_request* requests, size_t count);
-int tent_get_status(tent_engine_t engine, tent_batch_id_t batch_id,
-                    size_t task_id, struct tent_status* status);
-int tent_get_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
-                            struct tent_status* status);
+                tent_request_t* entries, size_t count);
+
+int tent_task_status(tent_engine_t engine, tent_batch_id_t batch_id,
+                     size_t task_id, tent_status_t* status);
+int tent_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
+                        tent_status_t* status);
+/* *count: on entry the capacity of `statuses`, on return the number of
+ * tasks in the batch; min(capacity, tasks) statuses are written. */
+int tent_task_status_list(tent_engine_t engine, tent_batch_id_t batch_id,
+                          tent_status_t* statuses, size_t* count);
+/* Ends a pending task CANCELED; once it returns 0 no transport touches the
+ * task's buffers. A task already final stays as it is. */
+int tent_cancel_task(tent_engine_t engine, tent_batch_id_t batch_id,
+                     size_t task_id);
+
+/* As tent_submit(); {name, message} reaches each target segment once all
+ * of these requests completed there (never before the data). name is at
+ * most 255 bytes and message at most 4095, what a receiver's record holds. */
+int tent_submit_notif(tent_engine_t engine, tent_batch_id_t batch_id,
+                      tent_request_t* entries, size_t count, const char* name,
+                      const char* message);
+int tent_send_notifs(tent_engine_t engine, tent_segment_id_t handle,
+                     const char* name, const char* message);
+/* Every notification received since the last call, oldest first, in
+ * records the caller releases with tent_free_notifs(). */
+int tent_recv_notifs(tent_engine_t engine, tent_notifi_info* info);
+void tent_free_notifs(tent_notifi_info* info);
+
+/* As tent_task_status_list(). Fails (NotImplemented) here: no transport in
+ * this tree reports NIC load. */
+int tent_get_nic_load_stats(tent_engine_t engine, tent_nic_load_stat_t* stats,
+                            size_t* count);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -14,7 +14,11 @@ using BatchID = uint64_t;
 using Location = std::string;
 
 // The engine's own segment; openSegment() never returns it for a peer.
-static constexpr SegmentID LOCAL_SEGMENT_ID = 0;
+// A macro, as upstream spells it, because the C API in transfer_engine.h
+// defines the same name for C callers.
+#ifndef LOCAL_SEGMENT_ID
+#define LOCAL_SEGMENT_ID (0ull)
+#endif
 static const Location kWildcardLocation = "*";
 
 // A short message from one engine to another: sendNotification(), or
