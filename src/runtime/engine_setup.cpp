@@ -35,10 +35,11 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     CHECK_STATUS(conf_->applyEnvOverride());
 
     const std::string metadata_type = conf_->get("metadata_type", "p2p");
-    if (metadata_type != "p2p") {
+    if (metadata_type != "p2p" && metadata_type != "etcd" &&
+        metadata_type != "redis") {
         return Status::InvalidMetadataType(
             "metadata_type " + metadata_type +
-            " is not supported (this engine implements p2p only)");
+            " is not supported (p2p, etcd and redis are)");
     }
 
     topology_ = std::make_shared<Topology>();
@@ -61,14 +62,20 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
+    std::shared_ptr<SegmentFetcher> fetcher =
+        std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    if (metadata_type != "p2p") {
+        CHECK_STATUS(openMetadataStore(metadata_type, fetcher));
+    }
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
-        "", std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms),
-        std::chrono::milliseconds(ttl_ms));
+        "", std::move(fetcher), std::chrono::milliseconds(ttl_ms));
     CHECK_STATUS(startControlPlane());
+    if (store_) CHECK_STATUS(claimSegmentName());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
     loadTransports();
+    if (store_) CHECK_STATUS(startPublishing());
     return Status::OK();
 }
 
@@ -93,15 +100,17 @@ Status TransferEngineImpl::startControlPlane() {
     hostname_ = conf_->get("rpc_server_hostname", "");
     if (hostname_.empty()) hostname_ = discoverLocalHostname();
     // p2p metadata: peers find us by this name, so it replaces any
-    // configured local_segment_name.
-    local_segment_name_ = hostname_ + ":" + std::to_string(rpc_port_);
+    // configured local_segment_name. A store keeps a configured one.
+    local_segment_name_ = store_ ? storeSegmentName()
+                                 : hostname_ + ":" + std::to_string(rpc_port_);
     conf_->set("local_segment_name", local_segment_name_);
     CHECK_STATUS(segments_->updateLocal([this](SegmentDesc& desc) {
         desc.name = local_segment_name_;
         return Status::OK();
     }));
     LOG(INFO) << "TransferEngine: segment " << local_segment_name_
-              << " (metadata_type=p2p)";
+              << " (metadata_type=" << conf_->get("metadata_type", "p2p")
+              << ")";
     return Status::OK();
 }
 
@@ -132,6 +141,9 @@ void TransferEngineImpl::loadTransports() {
 }
 
 void TransferEngineImpl::teardown() {
+    // The name is given up first: peers stop finding a segment that is
+    // going away.
+    stopPublishing();
     // Frees the sub-batches while their transports are still there.
     batches_.releaseAll();
     // Transports go first: they may still talk to peers through the
