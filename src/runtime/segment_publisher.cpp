@@ -170,7 +170,7 @@ void SegmentPublisher::publishChange() {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t ticket = ++requested_;
     cv_.notify_one();
-    if (health_->down()) return;
+    if (health_->down() || taken_) return;
     written_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms_),
                          [&] { return settled_ >= ticket || stopping_; });
 }
@@ -218,7 +218,12 @@ void SegmentPublisher::run() {
         }
         failing = false;
         health_->succeeded();
-        if (taken) return;
+        if (taken) {
+            // Nothing is written any more, so nobody waits for it.
+            std::lock_guard<std::mutex> lock(mu_);
+            taken_ = true;
+            return;
+        }
     }
 }
 

@@ -84,6 +84,7 @@ class SegmentPublisher {
     uint64_t requested_ = 0;
     uint64_t settled_ = 0;
     bool stopping_ = false;
+    bool taken_ = false;  // another process holds the name now
     std::thread thread_;
 };
 
