@@ -64,8 +64,12 @@ Status TransferEngineImpl::startPublishing() {
     // The transports have added their endpoints: this first write is what
     // peers read, and from here on every change is written by the thread.
     CHECK_STATUS(publisher_->start());
-    SegmentPublisher* publisher = publisher_.get();
-    segments_->setPublishListener([publisher] { publisher->publishChange(); });
+    // Weak: a listener copied by a synchronizeLocal() that races with
+    // teardown finds the publisher stopped (or gone), never freed.
+    std::weak_ptr<SegmentPublisher> publisher = publisher_;
+    segments_->setPublishListener([publisher] {
+        if (auto live = publisher.lock()) live->publishChange();
+    });
     return Status::OK();
 }
 
