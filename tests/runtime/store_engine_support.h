@@ -75,19 +75,32 @@ class TargetProcess {
         stdin_ = in[1];
         if (rc != 0) {
             close(out[0]);
+            close(in[1]);
+            stdin_ = -1;
             pid_ = -1;
             return std::string("posix_spawn: ") + std::strerror(rc);
         }
+        stdout_ = out[0];
         std::string line;
-        bool got = readLine(out[0], line);
-        close(out[0]);
-        if (!got) return "no line within the bound";
+        if (!readLine(stdout_, line)) return "no line within the bound";
         if (line.rfind("READY ", 0) != 0) return line;
         std::istringstream(line.substr(6)) >> name_ >> base_;
         return "";
     }
 
-    // SIGKILL and reap.
+    // Sends one command line and returns the line that answers it ("" when
+    // none came within the bound).
+    std::string command(const std::string& text) {
+        std::string line = text + "\n";
+        if (write(stdin_, line.data(), line.size()) !=
+            static_cast<ssize_t>(line.size())) {
+            return "";
+        }
+        line.clear();
+        return readLine(stdout_, line) ? line : "";
+    }
+
+    // Signals and reaps it.
     void kill(int sig) {
         if (pid_ <= 0) return;
         ::kill(pid_, sig);
@@ -95,7 +108,9 @@ class TargetProcess {
         ::waitpid(pid_, &status, 0);
         pid_ = -1;
         if (stdin_ >= 0) close(stdin_);
+        if (stdout_ >= 0) close(stdout_);
         stdin_ = -1;
+        stdout_ = -1;
     }
 
     const std::string& name() const { return name_; }
@@ -118,6 +133,7 @@ class TargetProcess {
 
     pid_t pid_ = -1;
     int stdin_ = -1;
+    int stdout_ = -1;
     std::string name_;
     uint64_t base_ = 0;
 };

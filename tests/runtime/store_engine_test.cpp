@@ -226,6 +226,48 @@ TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
               kStoreBufferSize);
 }
 
+TEST_P(StoreEngineTest, BufferRegisteredAgainAtTheSameAddressIsReadAgain) {
+    TargetProcess target;
+    const std::string name = uniqueName("seg-rereg");
+    startTarget(target, name, 7);
+    constexpr int kCacheTtlMs = 500;
+    auto engine = startInitiator(kCacheTtlMs);
+    SegmentID handle = 0;
+    ASSERT_TRUE(engine->openSegment(handle, name).ok());
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+    ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+
+    // Registered again, with pattern 8, before the answer comes back.
+    ASSERT_EQ(target.command("rereg"), "REREG");
+    const auto reregistered = Clock::now();
+    // In the store already: the registration waited for the write.
+    SegmentInfo info;
+    ASSERT_TRUE(engine->getSegmentInfo(handle, info).ok());
+    ASSERT_EQ(info.buffers.size(), 1u);
+    EXPECT_EQ(info.buffers[0].base, target.base());
+    // The same bound as a restart: one cache lifetime plus a store read.
+    bool read_again = false;
+    int failed = 0;
+    while (msSince(reregistered) < kCacheTtlMs + 5000) {
+        std::fill(local.begin(), local.end(), 0);
+        if (transferOnce(*engine, Request::READ, local.data(), handle,
+                         target.base(), kStoreBufferSize) == COMPLETED &&
+            firstMismatch(local.data(), kStoreBufferSize, 8) ==
+                kStoreBufferSize) {
+            read_again = true;
+            break;
+        }
+        ++failed;
+    }
+    ASSERT_TRUE(read_again) << "after " << failed << " failed reads";
+    EXPECT_LE(msSince(reregistered), kCacheTtlMs + 2000) << failed << " failed";
+}
+
 TEST_P(StoreEngineTest, UnreachableStoreAtStartIsAnErrorNamingTheServers) {
     const std::string servers = "127.0.0.1:" + std::to_string(freeTcpPort());
     auto conf = storeEngineConfig(type_, servers, "", xport_, kTestTtlMs);

@@ -1,7 +1,8 @@
 // tent_store_target: the target process of tent_store_engine_test. It
 // brings up an engine on a metadata store, registers one buffer filled
 // with pattern `seed`, prints "READY <segment name> <address>" (or "ERROR
-// <status>") on stdout, and serves until its stdin closes.
+// <status>") on stdout, and serves until its stdin closes; a line "rereg"
+// on stdin registers the buffer again with the next pattern.
 //
 // Usage: tent_store_target <redis|etcd> <servers> <segment name | "">
 //            <tcp|mpcomm> <ttl_ms> <seed>
@@ -47,8 +48,18 @@ int main(int argc, char** argv) {
     }
     std::cout << "READY " << engine.getSegmentName() << " "
               << reinterpret_cast<uintptr_t>(buf) << std::endl;
-    char c;
-    while (::read(0, &c, 1) > 0) {
+    // "rereg" unregisters the buffer, fills it with the next pattern and
+    // registers it again at the same address; EOF ends the process.
+    uint8_t seed = static_cast<uint8_t>(std::atoi(argv[6]));
+    std::string command;
+    while (std::getline(std::cin, command)) {
+        if (command != "rereg") continue;
+        s = engine.unregisterLocalMemory(buf, testing::kStoreBufferSize);
+        testing::fillPattern(buf, testing::kStoreBufferSize, ++seed);
+        if (s.ok()) {
+            s = engine.registerLocalMemory(buf, testing::kStoreBufferSize);
+        }
+        std::cout << (s.ok() ? "REREG" : "ERROR " + s.ToString()) << std::endl;
     }
     engine.unregisterLocalMemory(buf, testing::kStoreBufferSize);
     engine.freeLocalMemory(buf);
