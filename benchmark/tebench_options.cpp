@@ -175,17 +175,33 @@ Status requireFlag(bool ok, const char* flag, const std::string& value,
                                    " " + rule);
 }
 
-Status checkRange(const char* start_flag, uint64_t start, const char* max_flag,
-                  uint64_t max) {
-    CHECK_STATUS(requireFlag(start != 0, start_flag, "0", "must be positive"));
-    return requireFlag(max >= start, max_flag, std::to_string(max),
-                       std::string("is smaller than --") + start_flag + "=" +
-                           std::to_string(start));
+// --START and --MAX into `start_out` and `max_out`: a positive start no
+// larger than the max.
+template <typename T>
+Status takeRange(const char* start_flag, T start, const char* max_flag, T max,
+                 T& start_out, T& max_out) {
+    CHECK_STATUS(requireFlag(start > 0, start_flag, std::to_string(start),
+                             "must be positive"));
+    CHECK_STATUS(requireFlag(max >= start, max_flag, std::to_string(max),
+                             std::string("is smaller than --") + start_flag +
+                                 "=" + std::to_string(start)));
+    start_out = start;
+    max_out = max;
+    return Status::OK();
 }
 
 Status checkAtMost(const char* flag, uint64_t value, uint64_t max) {
     return requireFlag(value <= max, flag, std::to_string(value),
                        "exceeds " + std::to_string(max));
+}
+
+// --FLAG=SECONDS into `out`: positive, or zero too when `zero_ok`.
+Status takeSeconds(const char* flag, double value, bool zero_ok, double& out) {
+    CHECK_STATUS(requireFlag(
+        zero_ok ? value >= 0 : value > 0, flag, formatSeconds(value),
+        zero_ok ? "must be zero or positive" : "must be positive"));
+    out = value;
+    return Status::OK();
 }
 
 }  // namespace
@@ -267,41 +283,29 @@ Status parseOptions(BenchOptions& options) {
                                        " (expected read, write or mix)");
     }
 
-    CHECK_STATUS(checkRange("start_block_size", FLAGS_start_block_size,
-                            "max_block_size", FLAGS_max_block_size));
-    CHECK_STATUS(checkRange("start_batch_size", FLAGS_start_batch_size,
-                            "max_batch_size", FLAGS_max_batch_size));
-    CHECK_STATUS(requireFlag(FLAGS_start_num_threads > 0, "start_num_threads",
-                             std::to_string(FLAGS_start_num_threads),
-                             "must be positive"));
-    CHECK_STATUS(checkRange("start_num_threads", FLAGS_start_num_threads,
-                            "max_num_threads", FLAGS_max_num_threads));
-    // checkRange() made it positive.
+    CHECK_STATUS(takeRange("start_block_size", FLAGS_start_block_size,
+                           "max_block_size", FLAGS_max_block_size,
+                           options.start_block_size, options.max_block_size));
+    CHECK_STATUS(takeRange("start_batch_size", FLAGS_start_batch_size,
+                           "max_batch_size", FLAGS_max_batch_size,
+                           options.start_batch_size, options.max_batch_size));
+    CHECK_STATUS(takeRange("start_num_threads", FLAGS_start_num_threads,
+                           "max_num_threads", FLAGS_max_num_threads,
+                           options.start_num_threads, options.max_num_threads));
+    // takeRange() made it positive.
     CHECK_STATUS(
         checkAtMost("max_num_threads", FLAGS_max_num_threads, kMaxThreads));
-    options.start_block_size = FLAGS_start_block_size;
-    options.max_block_size = FLAGS_max_block_size;
-    options.start_batch_size = FLAGS_start_batch_size;
-    options.max_batch_size = FLAGS_max_batch_size;
-    options.start_num_threads = FLAGS_start_num_threads;
-    options.max_num_threads = FLAGS_max_num_threads;
 
-    CHECK_STATUS(requireFlag(FLAGS_duration > 0, "duration",
-                             formatSeconds(FLAGS_duration),
-                             "must be positive"));
-    CHECK_STATUS(requireFlag(FLAGS_warmup_duration >= 0, "warmup_duration",
-                             formatSeconds(FLAGS_warmup_duration),
-                             "must be zero or positive"));
-    CHECK_STATUS(requireFlag(FLAGS_transfer_timeout_s > 0, "transfer_timeout_s",
-                             formatSeconds(FLAGS_transfer_timeout_s),
-                             "must be positive"));
+    CHECK_STATUS(
+        takeSeconds("duration", FLAGS_duration, false, options.duration_s));
+    CHECK_STATUS(takeSeconds("warmup_duration", FLAGS_warmup_duration, true,
+                             options.warmup_duration_s));
+    CHECK_STATUS(takeSeconds("transfer_timeout_s", FLAGS_transfer_timeout_s,
+                             false, options.transfer_timeout_s));
     CHECK_STATUS(
         checkAtMost("poll_sleep_us", FLAGS_poll_sleep_us, kMaxPollSleepUs));
-    options.poll_yields = FLAGS_poll_yields;
     options.poll_sleep_us = FLAGS_poll_sleep_us;
-    options.duration_s = FLAGS_duration;
-    options.warmup_duration_s = FLAGS_warmup_duration;
-    options.transfer_timeout_s = FLAGS_transfer_timeout_s;
+    options.poll_yields = FLAGS_poll_yields;
     options.check_consistency = FLAGS_check_consistency;
     options.json_out = FLAGS_json_out;
     return Status::OK();

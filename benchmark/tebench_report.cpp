@@ -22,6 +22,17 @@ double nearestRankPercentile(std::vector<double>& samples, double fraction) {
     return samples[rank - 1];
 }
 
+void Tally::add(const Tally& other) {
+    bytes += other.bytes;
+    request_latencies_us.insert(request_latencies_us.end(),
+                                other.request_latencies_us.begin(),
+                                other.request_latencies_us.end());
+    first_batch_us = std::max(first_batch_us, other.first_batch_us);
+    requests += other.requests;
+    failed_requests += other.failed_requests;
+    if (first_error.empty()) first_error = other.first_error;
+}
+
 CaseSummary summarizeCase(const CaseResult& result) {
     CaseSummary out;
     out.first_batch_us = result.first_batch_us;

@@ -17,21 +17,16 @@
 
 namespace mooncake::tent::bench {
 
-struct CaseResult {
-    uint64_t block_size = 0;
-    uint64_t batch_size = 0;
-    int num_threads = 0;
+// What a worker thread counts, and what a case sums over its threads.
+struct Tally {
     // Payload bytes of the requests completed in the steady-state window (a
     // consistency round trip counts its write and its read).
     uint64_t bytes = 0;
-    // The steady-state window: from the moment every thread finished its
-    // first batch to the moment the last one finished its last batch.
-    double elapsed_s = 0;
     // Submit-to-completion time of every steady-state request that
     // completed, microseconds. A request's completion is when a poll first
     // saw it COMPLETED.
     std::vector<double> request_latencies_us;
-    // The slowest of the threads' first batches, submit to last completion.
+    // The slowest first batch, submit to last completion.
     double first_batch_us = 0;
     // Every request issued, first batches included; failures are counted
     // whenever they happen.
@@ -39,6 +34,19 @@ struct CaseResult {
     uint64_t failed_requests = 0;
     // The first failure or consistency mismatch, naming the block.
     std::string first_error;
+
+    // Sums `other` into this one: counts and latencies add up, the slowest
+    // first batch wins, the first error recorded is kept.
+    void add(const Tally& other);
+};
+
+struct CaseResult : Tally {
+    uint64_t block_size = 0;
+    uint64_t batch_size = 0;
+    int num_threads = 0;
+    // The steady-state window: from the moment every thread finished its
+    // first batch to the moment the last one finished its last batch.
+    double elapsed_s = 0;
 
     bool ok() const { return failed_requests == 0 && first_error.empty(); }
 };

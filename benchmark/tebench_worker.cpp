@@ -133,14 +133,9 @@ struct CaseContext {
     Clock::time_point window_end;
 };
 
-struct ThreadResult {
-    uint64_t bytes = 0;
-    uint64_t requests = 0;
-    uint64_t failed = 0;
+// One thread's tally; its first_batch_us is its own first batch.
+struct ThreadResult : Tally {
     uint64_t batches = 0;
-    double first_batch_us = 0;
-    std::vector<double> latencies_us;
-    std::string first_error;
 };
 
 std::string describeRequest(const Request& r, int thread, size_t index) {
@@ -230,8 +225,7 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
         // Spin briefly for the low-latency case, then back off so that the
         // poller does not starve the transport's own threads. On a host
         // with few cores this choice moves the transports by different
-        // amounts (docs/performance.md, "The poller's share"), so it is
-        // a flag.
+        // amounts, so it is a flag (docs/performance.md, "The poll loop").
         if (polls < ctx.options.poll_yields) {
             std::this_thread::yield();
         } else if (ctx.options.poll_sleep_us > 0) {
@@ -257,13 +251,13 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
 bool account(CaseContext& ctx, ThreadResult& result, const BatchOutcome& b,
              bool warmup) {
     result.requests += b.completed + b.failed;
-    result.failed += b.failed;
+    result.failed_requests += b.failed;
     if (result.batches++ == 0) result.first_batch_us = b.latency_us;
     if (!warmup) {
         result.bytes += b.completed * ctx.spec.block_size;
-        result.latencies_us.insert(result.latencies_us.end(),
-                                   b.request_latencies_us.begin(),
-                                   b.request_latencies_us.end());
+        result.request_latencies_us.insert(result.request_latencies_us.end(),
+                                           b.request_latencies_us.begin(),
+                                           b.request_latencies_us.end());
     }
     if (b.failed == 0 && b.error.empty()) return true;
     if (result.first_error.empty()) result.first_error = b.error;
@@ -469,16 +463,7 @@ CaseResult runCase(TransferEngine& engine, const BenchOptions& options,
             std::chrono::duration<double>(Clock::now() - ctx.window_start)
                 .count();
     }
-    for (ThreadResult& r : results) {
-        out.bytes += r.bytes;
-        out.requests += r.requests;
-        out.failed_requests += r.failed;
-        out.first_batch_us = std::max(out.first_batch_us, r.first_batch_us);
-        out.request_latencies_us.insert(out.request_latencies_us.end(),
-                                        r.latencies_us.begin(),
-                                        r.latencies_us.end());
-        if (out.first_error.empty()) out.first_error = r.first_error;
-    }
+    for (const ThreadResult& r : results) out.add(r);
     return out;
 }
 

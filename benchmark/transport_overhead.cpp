@@ -66,19 +66,33 @@ World& worldFor(int buffers, int peers) {
     return *slot;
 }
 
+// A case's arguments, in the order ArgNames lists them.
+struct Shape {
+    int buffers;
+    int peers;
+    int batch;
+};
+
+Shape shapeOf(const benchmark::State& state) {
+    return Shape{static_cast<int>(state.range(0)),
+                 static_cast<int>(state.range(1)),
+                 static_cast<int>(state.range(2))};
+}
+
 // The timed loop of the transport and engine cases: rotates over batches
 // built before timing, and stops at the first failure.
 // With `one_target`, every request goes to the first peer instead.
 template <typename WorldT>
-void timeBatches(benchmark::State& state, WorldT& world, int buffers, int peers,
-                 int batch, bool one_target = false) {
+void timeBatches(benchmark::State& state, WorldT& world, const Shape& shape,
+                 bool one_target = false) {
     if (!world.error.empty()) {
         state.SkipWithError(world.error.c_str());
         return;
     }
-    auto batches = batchesOf(buffers, peers, batch, [&](size_t p, size_t b) {
-        return world.request(one_target ? 0 : p, b);
-    });
+    auto batches = batchesOf(shape.buffers, shape.peers, shape.batch,
+                             [&](size_t p, size_t b) {
+                                 return world.request(one_target ? 0 : p, b);
+                             });
     size_t i = 0;
     std::string error;
     for (auto _ : state) {
@@ -87,14 +101,12 @@ void timeBatches(benchmark::State& state, WorldT& world, int buffers, int peers,
         if (++i == batches.size()) i = 0;
     }
     if (!error.empty()) state.SkipWithError(error.c_str());
-    reportPerRequest(state, batch);
+    reportPerRequest(state, shape.batch);
 }
 
 void BM_TransportWrite(benchmark::State& state) {
-    const int buffers = static_cast<int>(state.range(0));
-    const int peers = static_cast<int>(state.range(1));
-    const int batch = static_cast<int>(state.range(2));
-    timeBatches(state, worldFor(buffers, peers), buffers, peers, batch);
+    const Shape shape = shapeOf(state);
+    timeBatches(state, worldFor(shape.buffers, shape.peers), shape);
 }
 BENCHMARK(BM_TransportWrite)
     ->ArgNames({"buffers", "peers", "batch"})
@@ -106,10 +118,8 @@ BENCHMARK(BM_TransportWrite)
 // the transport knowing many peers, apart from that of a batch naming
 // many targets (which BM_TransportWrite/peers:64 measures).
 void BM_TransportWriteOneTarget(benchmark::State& state) {
-    const int buffers = static_cast<int>(state.range(0));
-    const int peers = static_cast<int>(state.range(1));
-    const int batch = static_cast<int>(state.range(2));
-    timeBatches(state, worldFor(buffers, peers), buffers, peers, batch, true);
+    const Shape shape = shapeOf(state);
+    timeBatches(state, worldFor(shape.buffers, shape.peers), shape, true);
 }
 BENCHMARK(BM_TransportWriteOneTarget)
     ->ArgNames({"buffers", "peers", "batch"})
@@ -150,15 +160,15 @@ std::pair<int, int>& engineWorldKey() {
 }
 
 void BM_EngineWrite(benchmark::State& state) {
-    const int buffers = static_cast<int>(state.range(0));
-    const int peers = static_cast<int>(state.range(1));
-    const int batch = static_cast<int>(state.range(2));
-    if (!engineWorld() || engineWorldKey() != std::make_pair(buffers, peers)) {
+    const Shape shape = shapeOf(state);
+    const std::pair<int, int> key{shape.buffers, shape.peers};
+    if (!engineWorld() || engineWorldKey() != key) {
         engineWorld().reset();
-        engineWorld() = std::make_unique<EngineWorld>(buffers, peers);
-        engineWorldKey() = {buffers, peers};
+        engineWorld() =
+            std::make_unique<EngineWorld>(shape.buffers, shape.peers);
+        engineWorldKey() = key;
     }
-    timeBatches(state, *engineWorld(), buffers, peers, batch);
+    timeBatches(state, *engineWorld(), shape);
 }
 BENCHMARK(BM_EngineWrite)
     ->ArgNames({"buffers", "peers", "batch"})

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <type_traits>
 
 #include "common/json_util.h"
 
@@ -208,54 +210,45 @@ std::string Config::dump() const {
     return Json::writeString(builder, root_);
 }
 
-template <>
-bool Config::get<bool>(const std::string& path,
-                       const bool& default_value) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (v && v->isBool()) ? v->asBool() : default_value;
+namespace {
+
+// get<T>'s one rule: the value at the path when JSON holds a T there as
+// written, else nothing (and the caller's default).
+template <typename T>
+std::optional<T> readAs(const Json::Value* v) {
+    if (!v) return std::nullopt;
+    if constexpr (std::is_same_v<T, bool>) {
+        if (v->isBool()) return v->asBool();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        if (v->isString()) return v->asString();
+    } else if constexpr (std::is_same_v<T, double>) {
+        if (v->isNumeric()) return v->asDouble();
+    } else if constexpr (std::is_same_v<T, int>) {
+        if (isInteger(v) && v->isInt()) return v->asInt();
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+        if (isInteger(v) && v->isInt64()) return v->asInt64();
+    } else {
+        static_assert(std::is_same_v<T, uint64_t>, "no get<T> for this T");
+        if (isInteger(v) && v->isUInt64()) return v->asUInt64();
+    }
+    return std::nullopt;
 }
 
-template <>
-int Config::get<int>(const std::string& path, const int& default_value) const {
+}  // namespace
+
+template <typename T>
+T Config::get(const std::string& path, const T& default_value) const {
     std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (isInteger(v) && v->isInt()) ? v->asInt() : default_value;
+    return readAs<T>(find(path)).value_or(default_value);
 }
 
-template <>
-int64_t Config::get<int64_t>(const std::string& path,
-                             const int64_t& default_value) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (isInteger(v) && v->isInt64()) ? static_cast<int64_t>(v->asInt64())
-                                          : default_value;
-}
-
-template <>
-uint64_t Config::get<uint64_t>(const std::string& path,
-                               const uint64_t& default_value) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (isInteger(v) && v->isUInt64())
-               ? static_cast<uint64_t>(v->asUInt64())
-               : default_value;
-}
-
-template <>
-double Config::get<double>(const std::string& path,
-                           const double& default_value) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (v && v->isNumeric()) ? v->asDouble() : default_value;
-}
-
-template <>
-std::string Config::get<std::string>(const std::string& path,
-                                     const std::string& default_value) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
-    const Json::Value* v = find(path);
-    return (v && v->isString()) ? v->asString() : default_value;
-}
+template bool Config::get<bool>(const std::string&, const bool&) const;
+template int Config::get<int>(const std::string&, const int&) const;
+template int64_t Config::get<int64_t>(const std::string&, const int64_t&) const;
+template uint64_t Config::get<uint64_t>(const std::string&,
+                                        const uint64_t&) const;
+template double Config::get<double>(const std::string&, const double&) const;
+template std::string Config::get<std::string>(const std::string&,
+                                              const std::string&) const;
 
 }  // namespace mooncake::tent

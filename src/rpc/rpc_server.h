@@ -58,6 +58,8 @@ class RpcServer {
     uint16_t port() const { return port_.load(); }
     bool running() const { return server_.running(); }
     net::StreamServer::Stats stats() const { return server_.stats(); }
+    // The limits the server enforces: those its last start() applied.
+    const net::ServerLimits& limits() const { return server_.limits(); }
 
     // The frame cap: the largest max_request_bytes registered.
     uint32_t maxRequestBytes() const;

@@ -62,14 +62,18 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
-    std::shared_ptr<SegmentFetcher> fetcher =
-        std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    auto p2p_fetcher = std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    std::shared_ptr<SegmentFetcher> fetcher = p2p_fetcher;
     if (metadata_type != "p2p") {
         CHECK_STATUS(openMetadataStore(metadata_type, fetcher));
     }
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
         "", std::move(fetcher), std::chrono::milliseconds(ttl_ms));
+    // The bounds of descriptor fetching as the components hold them.
+    LOG(INFO) << "TransferEngine: metadata/cache_ttl_ms="
+              << segments_->cacheTtl().count()
+              << ", rpc/timeout_ms=" << p2p_fetcher->timeoutMs();
     CHECK_STATUS(startControlPlane());
     if (store_) CHECK_STATUS(claimSegmentName());
 

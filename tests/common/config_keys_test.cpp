@@ -1,8 +1,8 @@
 // The configuration keys docs/reliability.md lists, through the public
 // entry points that read them (TcpTransport::install, ControlService::
-// configure, TransferEngine's constructor): each documented default as the
-// code reads it, and each documented refusal with its exact text, which
-// names the key and the value.
+// configure, TransferEngine's constructor, MpcommTransport's settings):
+// each documented default as the component using it holds it, and each
+// documented refusal with its exact text, which names the key and the value.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,9 +12,11 @@
 
 #include "kit/log_capture.h"
 #include "net/stream_server.h"
+#include "rpc/rpc_server.h"
 #include "tent/runtime/control_plane.h"
 #include "tent/transfer_engine.h"
 #include "tent/transport/tcp/tcp_transport.h"
+#include "transport/mpcomm/mpcomm_transport_config.h"
 #include "transport/tcp/tcp_test_support.h"
 
 namespace mooncake::tent {
@@ -138,9 +140,82 @@ TEST(ConfigKeysTest, EngineKeysOutOfBoundsLeaveTheEngineUnavailable) {
     EXPECT_TRUE(engineWith("rpc/timeout_ms", 1)->available());
 }
 
-TEST(ConfigKeysTest, RpcTimeoutDefaultIsTheDocumentedOne) {
-    // What the engine reads when rpc/timeout_ms is not set.
-    EXPECT_EQ(P2PSegmentFetcher::kDefaultTimeoutMs, 5000);
+TEST(ConfigKeysTest, EngineDescriptorBoundsDefaultToTheDocumentedOnes) {
+    // Read back from the segment manager and the fetcher the engine built,
+    // not from the constants: 10000 and 5000 are what the table says.
+    testing::LogCapture log;
+    auto conf = std::make_shared<Config>();
+    conf->set("rpc_server_hostname", "127.0.0.1");
+    conf->set("transports/mpcomm/enable", false);
+    TransferEngine engine(conf);
+    ASSERT_TRUE(engine.available());
+    EXPECT_EQ(log.count("TransferEngine: metadata/cache_ttl_ms=10000, "
+                        "rpc/timeout_ms=5000"),
+              1);
+    // A set value is what they hold instead.
+    testing::LogCapture set_log;
+    EXPECT_TRUE(engineWith("metadata/cache_ttl_ms", 250)->available());
+    EXPECT_TRUE(engineWith("rpc/timeout_ms", 750)->available());
+    EXPECT_EQ(set_log.count("TransferEngine: metadata/cache_ttl_ms=250, "
+                            "rpc/timeout_ms=5000"),
+              1);
+    EXPECT_EQ(set_log.count("TransferEngine: metadata/cache_ttl_ms=10000, "
+                            "rpc/timeout_ms=750"),
+              1);
+}
+
+TEST(ConfigKeysTest, RpcServerLimitsDefaultToTheDocumentedOnes) {
+    // The limits the started server enforces after configure() found none
+    // of the keys: 60000, 10000 and 256 in the table.
+    ControlService service(std::make_shared<SegmentManager>("", nullptr));
+    ASSERT_TRUE(service.configure(Config()).ok());
+    ASSERT_TRUE(service.start(0).ok());
+    const net::ServerLimits& limits = service.server().limits();
+    EXPECT_EQ(limits.idle_timeout_ms, 60000);
+    EXPECT_EQ(limits.frame_timeout_ms, 10000);
+    EXPECT_EQ(limits.max_connections, 256);
+    EXPECT_EQ(limits.key_prefix, "rpc");
+    service.stop();
+    // Set keys replace them from the next start().
+    Config conf;
+    conf.set("rpc/idle_timeout_ms", 1500);
+    conf.set("rpc/frame_timeout_ms", 700);
+    conf.set("rpc/max_connections", 9);
+    ASSERT_TRUE(service.configure(conf).ok());
+    ASSERT_TRUE(service.start(0).ok());
+    EXPECT_EQ(service.server().limits().idle_timeout_ms, 1500);
+    EXPECT_EQ(service.server().limits().frame_timeout_ms, 700);
+    EXPECT_EQ(service.server().limits().max_connections, 9);
+    service.stop();
+}
+
+TEST(ConfigKeysTest, MpcommKeysDefaultToTheDocumentedOnes) {
+    // What MpcommTransport::install() reads from a configuration without
+    // the keys: connect_timeout_ms 10000 and preconnect true in
+    // docs/mpcomm_transport.md. (tent_mpcomm_boundary_test's
+    // WarmupStartsTheHandshakeInTheBackground shows the default preconnect
+    // starting a handshake.)
+    const Config empty;
+    MpcommTransportEnv env;
+    MpcommTransportSettings settings;
+    settings.connect_timeout_ms = 1;
+    settings.preconnect = false;
+    ASSERT_TRUE(
+        MpcommTransportSettings::fromConfig(&empty, env, settings).ok());
+    EXPECT_EQ(settings.connect_timeout_ms, 10000);
+    EXPECT_TRUE(settings.preconnect);
+    EXPECT_EQ(settings.advertise_address, "");
+    // install() without a Config reads the same defaults.
+    settings.connect_timeout_ms = 1;
+    settings.preconnect = false;
+    ASSERT_TRUE(
+        MpcommTransportSettings::fromConfig(nullptr, env, settings).ok());
+    EXPECT_EQ(settings.connect_timeout_ms, 10000);
+    EXPECT_TRUE(settings.preconnect);
+    Config off;
+    off.set("transports/mpcomm/preconnect", false);
+    ASSERT_TRUE(MpcommTransportSettings::fromConfig(&off, env, settings).ok());
+    EXPECT_FALSE(settings.preconnect);
 }
 
 }  // namespace

@@ -63,19 +63,10 @@ class FaultyMpcommAdapter : public MpcommAdapter {
     int peer_dead_error = -106;
 
     // A dead peer: calls for it fail from now on, its transfers error.
-    void killPeer(const std::string& host_id) {
-        std::lock_guard<std::mutex> lock(mu_);
-        dead_.insert(host_id);
-        for (auto& [handle, entry] : transfers_) {
-            if (entry.host_id == host_id) entry.dead = true;
-        }
-    }
+    void killPeer(const std::string& host_id);
     // Later calls reach the peer again (transfers of the dead era stay
     // failed).
-    void revivePeer(const std::string& host_id) {
-        std::lock_guard<std::mutex> lock(mu_);
-        dead_.erase(host_id);
-    }
+    void revivePeer(const std::string& host_id);
 
     // --- counters: every call received, and those passed to `inner` ---
     std::atomic<int> init_calls{0}, start_accept_calls{0}, stop_accept_calls{0},
@@ -89,191 +80,48 @@ class FaultyMpcommAdapter : public MpcommAdapter {
     std::atomic<int> injected{0};
     std::atomic<int> misuse{0};
 
-    int releasesOf(MpcommTransferHandle handle) {
-        return fieldOf(handle, &Entry::releases);
-    }
-    int handlesIssued() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return static_cast<int>(transfers_.size());
-    }
-    int handlesNotReleasedOnce() {
-        std::lock_guard<std::mutex> lock(mu_);
-        int wrong = 0;
-        for (const auto& [handle, entry] : transfers_) {
-            wrong += entry.releases == 1 ? 0 : 1;
-        }
-        return wrong;
-    }
+    int releasesOf(MpcommTransferHandle handle);
+    int handlesIssued();
+    int handlesNotReleasedOnce();
     // The length the provider was asked to move for `handle` (0: nothing
     // was posted to it).
-    size_t postedLength(MpcommTransferHandle handle) {
-        return fieldOf(handle, &Entry::posted_length);
-    }
-    MpcommTransferHandle lastHandle() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return transfers_.empty() ? kInvalidMpcommTransferHandle
-                                  : transfers_.rbegin()->first;
-    }
+    size_t postedLength(MpcommTransferHandle handle);
+    MpcommTransferHandle lastHandle();
 
     // --- MpcommAdapter ---------------------------------------------------
     bool available() const noexcept override { return inner_->available(); }
-    std::string unavailableReason() const override {
-        return inner_->unavailableReason();
-    }
+    std::string unavailableReason() const override;
 
     Status init(const std::string& host_id, const std::string& devices,
-                int tcp_port) override {
-        ++init_calls;
-        if (take(init_failures)) {
-            return mpcommProviderError(
-                "init (host_id=" + host_id +
-                    ", tcp_port=" + std::to_string(tcp_port) + ")",
-                init_error);
-        }
-        ++forwarded_init;
-        return inner_->init(host_id, devices, tcp_port);
-    }
-    int tcpPort() const override { return inner_->tcpPort(); }
-    Status startAcceptThread() override {
-        ++start_accept_calls;
-        if (take(accept_failures)) {
-            return mpcommProviderError("startAcceptThread", accept_error);
-        }
-        ++forwarded_accept;
-        return inner_->startAcceptThread();
-    }
-    void stopAcceptThread() override {
-        ++stop_accept_calls;
-        inner_->stopAcceptThread();
-    }
-    void shutdown() override {
-        ++shutdown_calls;
-        inner_->shutdown();
-    }
+                int tcp_port) override;
+    int tcpPort() const override;
+    Status startAcceptThread() override;
+    void stopAcceptThread() override;
+    void shutdown() override;
 
-    Status registerMemory(void* addr, size_t length) override {
-        ++register_calls;
-        return inner_->registerMemory(addr, length);
-    }
-    void unregisterMemory(void* addr) override {
-        ++unregister_calls;
-        inner_->unregisterMemory(addr);
-    }
-    Status publishBuffer(void* addr, size_t length, int numa_node) override {
-        ++publish_calls;
-        return inner_->publishBuffer(addr, length, numa_node);
-    }
-    void unpublishBuffer(void* addr) override {
-        ++unpublish_calls;
-        inner_->unpublishBuffer(addr);
-    }
+    Status registerMemory(void* addr, size_t length) override;
+    void unregisterMemory(void* addr) override;
+    Status publishBuffer(void* addr, size_t length, int numa_node) override;
+    void unpublishBuffer(void* addr) override;
 
     Status connect(const std::string& host_id, const std::string& tcp_addr,
-                   int tcp_port) override {
-        ++connect_calls;
-        if (isDead(host_id)) {
-            return handshakeError("connect to", host_id, tcp_addr, tcp_port,
-                                  peer_dead_error);
-        }
-        if (take(connect_failures)) {
-            return handshakeError("connect to", host_id, tcp_addr, tcp_port,
-                                  connect_error);
-        }
-        ++forwarded_connect;
-        return inner_->connect(host_id, tcp_addr, tcp_port);
-    }
+                   int tcp_port) override;
     Status queryRemoteBuffer(const std::string& host_id,
                              const std::string& tcp_addr,
-                             int tcp_port) override {
-        ++query_calls;
-        if (isDead(host_id)) {
-            return handshakeError("queryRemoteBuffer from", host_id, tcp_addr,
-                                  tcp_port, peer_dead_error);
-        }
-        if (take(query_failures)) {
-            return handshakeError("queryRemoteBuffer from", host_id, tcp_addr,
-                                  tcp_port, query_error);
-        }
-        ++forwarded_query;
-        return inner_->queryRemoteBuffer(host_id, tcp_addr, tcp_port);
-    }
+                             int tcp_port) override;
 
     MpcommTransferHandle putAsync(uintptr_t local_addr,
                                   const std::string& host_id,
                                   uintptr_t remote_addr,
-                                  size_t length) override {
-        ++put_calls;
-        return post(true, local_addr, host_id, remote_addr, length);
-    }
+                                  size_t length) override;
     MpcommTransferHandle getAsync(uintptr_t local_addr,
                                   const std::string& host_id,
                                   uintptr_t remote_addr,
-                                  size_t length) override {
-        ++get_calls;
-        return post(false, local_addr, host_id, remote_addr, length);
-    }
-
-    bool isTransferComplete(MpcommTransferHandle handle) override {
-        ++is_complete_calls;
-        MpcommTransferHandle inner_handle = kInvalidMpcommTransferHandle;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            Entry* entry = liveLocked(handle);
-            if (entry == nullptr) return false;
-            // A dead peer's work is flushed: done, with an error.
-            if (entry->dead || entry->inner == kInvalidMpcommTransferHandle) {
-                entry->complete = true;
-                return true;
-            }
-            inner_handle = entry->inner;
-        }
-        // Not under mu_: the provider may take its own locks here.
-        bool done = inner_->isTransferComplete(inner_handle);
-        std::lock_guard<std::mutex> lock(mu_);
-        Entry* entry = liveLocked(handle);
-        if (entry == nullptr) return false;
-        entry->complete = entry->complete || done || entry->dead;
-        return entry->complete;
-    }
-
+                                  size_t length) override;
+    bool isTransferComplete(MpcommTransferHandle handle) override;
     MpcommTransferOutcome getTransferResult(
-        MpcommTransferHandle handle) override {
-        ++result_calls;
-        Entry copy;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            Entry* entry = liveLocked(handle);
-            if (entry == nullptr) return {};
-            if (!entry->complete) {
-                ++misuse;  // the contract asks isTransferComplete() first
-                return {};
-            }
-            copy = *entry;
-        }
-        if (copy.dead) return {false, 0, peer_dead_error};
-        if (copy.inject_error) return {false, 0, transfer_error};
-        return inner_->getTransferResult(copy.inner);
-    }
-
-    void releaseTransfer(MpcommTransferHandle handle) override {
-        ++release_calls;
-        if (handle == kInvalidMpcommTransferHandle) return;
-        MpcommTransferHandle inner_handle = kInvalidMpcommTransferHandle;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            auto it = transfers_.find(handle);
-            if (it == transfers_.end()) {
-                ++misuse;
-                return;
-            }
-            if (++it->second.releases != 1) {
-                ++misuse;
-                return;
-            }
-            inner_handle = it->second.inner;
-        }
-        inner_->releaseTransfer(inner_handle);
-    }
+        MpcommTransferHandle handle) override;
+    void releaseTransfer(MpcommTransferHandle handle) override;
 
  private:
     struct Entry {
@@ -288,86 +136,24 @@ class FaultyMpcommAdapter : public MpcommAdapter {
 
     // Consumes one scripted failure; false when none is left. Exact under
     // concurrency: never goes below zero.
-    bool take(std::atomic<int>& budget) {
-        int left = budget.load();
-        while (left > 0) {
-            if (budget.compare_exchange_weak(left, left - 1)) {
-                ++injected;
-                return true;
-            }
-        }
-        return false;
-    }
-
-    bool isDead(const std::string& host_id) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (dead_.count(host_id) == 0) return false;
-        ++injected;
-        return true;
-    }
-
+    bool take(std::atomic<int>& budget);
+    bool isDead(const std::string& host_id);
     // Shaped like the libmpcomm adapter's errors, so that the transport's
     // messages read as they would with a real provider.
     static Status handshakeError(const std::string& operation,
                                  const std::string& host_id,
                                  const std::string& tcp_addr, int tcp_port,
-                                 int code) {
-        return mpcommProviderError(operation + " " + tcp_addr + ":" +
-                                       std::to_string(tcp_port) + " (host " +
-                                       host_id + ")",
-                                   code);
-    }
-
+                                 int code);
     MpcommTransferHandle post(bool is_put, uintptr_t local,
                               const std::string& host_id, uintptr_t remote,
-                              size_t length) {
-        Entry entry;
-        entry.host_id = host_id;
-        if (isDead(host_id)) {
-            entry.dead = true;  // never reaches the provider
-        } else {
-            if (take(issue_refusals)) return kInvalidMpcommTransferHandle;
-            entry.inject_error = take(transfer_errors);
-            size_t posted = length;
-            if (!entry.inject_error && length > short_by &&
-                take(short_transfers)) {
-                posted = length - short_by;
-            }
-            entry.inner =
-                is_put ? inner_->putAsync(local, host_id, remote, posted)
-                       : inner_->getAsync(local, host_id, remote, posted);
-            // The provider refused it: so does this adapter.
-            if (entry.inner == kInvalidMpcommTransferHandle) {
-                return kInvalidMpcommTransferHandle;
-            }
-            ++forwarded_posts;
-            entry.posted_length = posted;
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        MpcommTransferHandle handle = next_handle_++;
-        transfers_[handle] = std::move(entry);
-        return handle;
-    }
-
+                              size_t length);
     // One field of a handle's entry, read under the lock; zero for a handle
     // this adapter never issued.
     template <typename T>
-    T fieldOf(MpcommTransferHandle handle, T Entry::*field) {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = transfers_.find(handle);
-        return it == transfers_.end() ? T{} : it->second.*field;
-    }
-
+    T fieldOf(MpcommTransferHandle handle, T Entry::*field);
     // The entry of a handle that may still be used; counts misuse
     // otherwise.
-    Entry* liveLocked(MpcommTransferHandle handle) {
-        auto it = transfers_.find(handle);
-        if (it == transfers_.end() || it->second.releases > 0) {
-            ++misuse;
-            return nullptr;
-        }
-        return &it->second;
-    }
+    Entry* liveLocked(MpcommTransferHandle handle);
 
     std::shared_ptr<MpcommAdapter> inner_;
     std::mutex mu_;

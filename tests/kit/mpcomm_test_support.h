@@ -31,15 +31,4 @@ inline std::string attrOf(const SegmentDesc& desc, TransportType type) {
     return attr ? *attr : "";
 }
 
-// Waits for `done` with a bounded deadline; false if it never held.
-template <typename Pred>
-bool waitFor(Pred done, std::chrono::seconds limit = std::chrono::seconds(20)) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done()) {
-        if (std::chrono::steady_clock::now() > deadline) return false;
-        std::this_thread::yield();
-    }
-    return true;
-}
-
 }  // namespace mooncake::tent::testing

@@ -1,11 +1,11 @@
-// TwoProcessTest: a forked target engine and an initiator engine in this
-// process, talking over one transport with every other one disabled.
+// TwoProcessTest: a target engine in a child process (TargetProcess, see
+// target_process.h; a suite using it links kit/target_main.cpp) and an
+// initiator engine in this process, talking over one transport with every
+// other one disabled.
 //
-// The child serves one kBufferSize buffer that starts with pattern seed 7,
-// and reports "<segment> <address>" through a pipe; it exits when the
-// parent closes its end of the release pipe. MPCOMM_TCP_PORTs are derived
-// from the parent's pid before the fork (child = parent + 1) in
-// 18000-23999: outside 15000-17000, where TENT's RPC server takes its
+// The child serves one kBufferSize buffer that starts with pattern seed 7.
+// MPCOMM_TCP_PORTs are derived from the parent's pid (child = parent + 1)
+// in 18000-23999: outside 15000-17000, where TENT's RPC server takes its
 // ports, and tebench_test.py's 24000-31899, whose suite may run alongside.
 //
 // When an engine with the transport cannot come up the test skips, unless
@@ -14,9 +14,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,12 +21,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kit/request_builder.h"
+#include "kit/target_process.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent::testing {
@@ -58,24 +55,6 @@ inline bool hasTransport(const TransferEngine& engine, TransportType xport) {
            names.end();
 }
 
-// Reads one '\n'-terminated line from fd, waiting at most until `deadline`.
-inline bool readLine(int fd, std::string& line,
-                     std::chrono::steady_clock::time_point deadline) {
-    line.clear();
-    char c;
-    while (true) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-        if (left <= 0) return false;
-        pollfd pfd{fd, POLLIN, 0};
-        if (poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
-        if (read(fd, &c, 1) <= 0) return false;
-        if (c == '\n') return true;
-        line.push_back(c);
-    }
-}
-
 // Submits `requests` as one batch and waits (bounded) for every task to
 // leave PENDING; returns the final states.
 inline std::vector<TransferStatus> runBatch(
@@ -101,95 +80,27 @@ inline std::vector<TransferStatus> runBatch(
     return states;
 }
 
-// In a target child: allocates one kBufferSize buffer on `engine`, fills
-// it with pattern seed 7 and registers it. "" with `buf` set, else what
-// failed.
-inline std::string publishPatternBuffer(TransferEngine& engine, void*& buf) {
-    if (!engine.allocateLocalMemory(&buf, kBufferSize).ok()) {
-        return "allocateLocalMemory failed";
-    }
-    auto* bytes = static_cast<uint8_t*>(buf);
-    for (size_t i = 0; i < kBufferSize; ++i) bytes[i] = patternByte(i, 7);
-    Status s = engine.registerLocalMemory(buf, kBufferSize);
-    if (!s.ok()) return "registerLocalMemory: " + s.ToString();
-    return "";
-}
-
-// The line a target child reports once its buffer is published: its
-// segment name and the buffer's address, which the parent reads back with
-// `std::istringstream(line) >> name >> base`.
-inline std::string targetReport(const TransferEngine& engine, void* buf) {
-    std::ostringstream os;
-    os << engine.getSegmentName() << " " << reinterpret_cast<uintptr_t>(buf);
-    return os.str();
-}
-
-[[noreturn]] inline void serveTarget(TransportType xport, int port,
-                                     int report_fd, int release_fd) {
-    setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
-    auto report = [&](const std::string& text) {
-        std::string line = text + "\n";
-        (void)!write(report_fd, line.data(), line.size());
-    };
-    {
-        TransferEngine engine(onlyTransport(xport));
-        if (!engine.available() || !hasTransport(engine, xport)) {
-            report("SKIP target engine has no " +
-                   std::string(transportTypeName(xport)) + " transport");
-            _exit(0);
-        }
-        void* buf = nullptr;
-        std::string error = publishPatternBuffer(engine, buf);
-        if (!error.empty()) {
-            report("SKIP " + error);
-            _exit(1);
-        }
-        report(targetReport(engine, buf));
-        char c;
-        while (read(release_fd, &c, 1) > 0) {
-        }
-        engine.unregisterLocalMemory(buf, kBufferSize);
-        engine.freeLocalMemory(buf);
-    }
-    _exit(0);
-}
-
 class TwoProcessTest : public ::testing::Test {
  protected:
-    // Forks the target and brings up the initiator; skips (or fails, see
+    // Starts the target and brings up the initiator; skips (or fails, see
     // above) when either has no `xport`.
     void startPair(TransportType xport) {
         xport_ = xport;
         unsetenv("MC_TENT_CONF");
         unsetenv("MPCOMM_REMOTE_TCP_PORT");
-        int report[2], release[2];
-        ASSERT_EQ(pipe(report), 0);
-        ASSERT_EQ(pipe(release), 0);
         const int port = 18000 + (getpid() % 3000) * 2;  // 18000-23999
-        child_ = fork();
-        ASSERT_GE(child_, 0);
-        if (child_ == 0) {
-            close(report[0]);
-            close(release[1]);
-            serveTarget(xport, port + 1, report[1], release[0]);
+        std::string why;
+        switch (target_process_.start({xport, 0, port + 1}, why)) {
+            case TargetProcess::Started::kReady:
+                break;
+            case TargetProcess::Started::kSkipped:
+                skipOrFail("target: " + why);
+                return;
+            case TargetProcess::Started::kFailed:
+                FAIL() << "target: " << why;
         }
-        close(report[1]);
-        close(release[0]);
-        release_fd_ = release[1];
-
-        std::string line;
-        bool got = readLine(report[0], line,
-                            std::chrono::steady_clock::now() + kDeadline);
-        close(report[0]);
-        ASSERT_TRUE(got) << "target did not report within the deadline";
-        if (line.rfind("SKIP ", 0) == 0) {
-            skipOrFail("target: " + line.substr(5));
-            return;
-        }
-        std::istringstream is(line);
-        is >> target_name_ >> target_base_;
-        ASSERT_FALSE(target_name_.empty()) << line;
-
+        target_name_ = target_process_.name();
+        target_base_ = target_process_.base();
         setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
         startInitiator();
     }
@@ -213,11 +124,8 @@ class TwoProcessTest : public ::testing::Test {
     }
 
     void killTarget() {
-        ASSERT_GT(child_, 0);
-        kill(child_, SIGKILL);
-        int status = 0;
-        waitpid(child_, &status, 0);
-        child_ = -1;
+        ASSERT_TRUE(target_process_.running());
+        target_process_.kill();
     }
 
     void TearDown() override {
@@ -226,11 +134,10 @@ class TwoProcessTest : public ::testing::Test {
             engine_->freeLocalMemory(local_);
         }
         engine_.reset();
-        if (release_fd_ >= 0) close(release_fd_);
-        if (child_ > 0) {
-            int status = 0;
-            waitpid(child_, &status, 0);
-            EXPECT_TRUE(WIFEXITED(status)) << "target died: " << status;
+        // The target, released, must clean up and exit 0 within the bound.
+        std::string why;
+        if (target_process_.running()) {
+            EXPECT_TRUE(target_process_.finish(why)) << why;
         }
     }
 
@@ -289,8 +196,7 @@ class TwoProcessTest : public ::testing::Test {
     }
 
     TransportType xport_ = UNSPEC;
-    pid_t child_ = -1;
-    int release_fd_ = -1;
+    TargetProcess target_process_;
     std::string target_name_;
     uint64_t target_base_ = 0;
     std::unique_ptr<TransferEngine> engine_;

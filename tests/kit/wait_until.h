@@ -19,7 +19,8 @@ namespace mooncake::tent::testing {
 constexpr std::chrono::milliseconds kWaitBound{10000};
 
 // Polls `pred` until it returns true (then true) or `bound` has passed
-// (then false, after one last look).
+// (then false, after one last look). The one bounded poll of the suites:
+// pass a bound of your own where kWaitBound does not fit the wait.
 template <typename Pred>
 bool waitUntil(Pred pred, std::chrono::milliseconds bound = kWaitBound) {
     const auto deadline = std::chrono::steady_clock::now() + bound;

@@ -36,9 +36,9 @@ constexpr auto kLineBound = std::chrono::seconds(30);
 
 // One tent_store_target process. Its stdin is the release pipe: closing it
 // ends the process cleanly.
-class TargetProcess {
+class StoreTarget {
  public:
-    ~TargetProcess() { kill(SIGKILL); }
+    ~StoreTarget() { kill(SIGKILL); }
 
     // Spawns it and reads its first line; "" when it reported READY, else
     // what it said instead.
@@ -192,7 +192,7 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
 
     // A target named `name` serving pattern `seed`; fails the test unless
     // it reports READY.
-    void startTarget(TargetProcess& target, const std::string& name, int seed) {
+    void startTarget(StoreTarget& target, const std::string& name, int seed) {
         std::string error = target.start(
             {type_, server_->address(), name, transportTypeName(xport_),
              std::to_string(kTestTtlMs), std::to_string(seed)});

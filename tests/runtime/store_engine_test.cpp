@@ -20,7 +20,7 @@ int64_t msSince(Clock::time_point start) {
 }
 
 TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
-    TargetProcess target;
+    StoreTarget target;
     const std::string name = uniqueName("seg-find");
     startTarget(target, name, 7);
     auto engine = startInitiator();
@@ -59,7 +59,7 @@ TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
 }
 
 TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
-    TargetProcess target;
+    StoreTarget target;
     const std::string name = uniqueName("seg-expire");
     startTarget(target, name, 7);
     ASSERT_TRUE(keyPresent(name));
@@ -82,10 +82,10 @@ TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
 }
 
 TEST_P(StoreEngineTest, NameHeldByALiveProcessIsRefusedNamingTheHolder) {
-    TargetProcess holder;
+    StoreTarget holder;
     const std::string name = uniqueName("seg-taken");
     startTarget(holder, name, 7);
-    TargetProcess second;
+    StoreTarget second;
     std::string error = second.start({type_, server_->address(), name,
                                       transportTypeName(xport_),
                                       std::to_string(kTestTtlMs), "8"});
@@ -112,7 +112,7 @@ TEST_P(StoreEngineTest, NameHeldByALiveProcessIsRefusedNamingTheHolder) {
 }
 
 TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
-    TargetProcess target;
+    StoreTarget target;
     const std::string name = uniqueName("seg-outage");
     startTarget(target, name, 7);
     // A short cache, so that the outage outlives it: transfers then go
@@ -176,7 +176,7 @@ TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
 
 TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
     const std::string name = uniqueName("seg-restart");
-    auto first = std::make_unique<TargetProcess>();
+    auto first = std::make_unique<StoreTarget>();
     startTarget(*first, name, 7);
     // The documented bound: one cache lifetime plus a store read (tcp);
     // mpcomm re-reads on the first failed transfer.
@@ -193,7 +193,7 @@ TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
               kStoreBufferSize);
 
     first->kill(SIGKILL);
-    TargetProcess second;
+    StoreTarget second;
     // Same machine, holder gone: the name is taken over at once.
     startTarget(second, name, 8);
     const auto restarted = Clock::now();
@@ -227,7 +227,7 @@ TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
 }
 
 TEST_P(StoreEngineTest, BufferRegisteredAgainAtTheSameAddressIsReadAgain) {
-    TargetProcess target;
+    StoreTarget target;
     const std::string name = uniqueName("seg-rereg");
     startTarget(target, name, 7);
     constexpr int kCacheTtlMs = 500;

@@ -40,8 +40,8 @@ class Config {
     template <typename T>
     T get(const std::string& path, const T& default_value) const;
     // get("a/b", "x") with a string literal default.
-    // Defined below the specializations: calling get<std::string> here
-    // would instantiate the primary template before they are declared.
+    // Defined below the extern template declarations, so that calling
+    // get<std::string> here does not ask for an implicit instantiation.
     std::string get(const std::string& path, const char* default_value) const;
     Json::Value getValue(const std::string& path) const;
     bool contains(const std::string& path) const;
@@ -63,19 +63,16 @@ class Config {
 
 // Defined in config.cpp for bool, int, int64_t, uint64_t, double and
 // std::string. A present value of the wrong type yields the default.
-template <>
-bool Config::get<bool>(const std::string&, const bool&) const;
-template <>
-int Config::get<int>(const std::string&, const int&) const;
-template <>
-int64_t Config::get<int64_t>(const std::string&, const int64_t&) const;
-template <>
-uint64_t Config::get<uint64_t>(const std::string&, const uint64_t&) const;
-template <>
-double Config::get<double>(const std::string&, const double&) const;
-template <>
-std::string Config::get<std::string>(const std::string&,
-                                     const std::string&) const;
+extern template bool Config::get<bool>(const std::string&, const bool&) const;
+extern template int Config::get<int>(const std::string&, const int&) const;
+extern template int64_t Config::get<int64_t>(const std::string&,
+                                             const int64_t&) const;
+extern template uint64_t Config::get<uint64_t>(const std::string&,
+                                               const uint64_t&) const;
+extern template double Config::get<double>(const std::string&,
+                                           const double&) const;
+extern template std::string Config::get<std::string>(const std::string&,
+                                                     const std::string&) const;
 
 inline std::string Config::get(const std::string& path,
                                const char* default_value) const {

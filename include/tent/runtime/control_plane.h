@@ -62,6 +62,8 @@ class ControlService {
     Status start(uint16_t port);
     void stop();
     uint16_t port() const;
+    // The RPC server (its limits and stats), for diagnostics and tests.
+    const RpcServer& server() const { return *server_; }
 
  private:
     std::shared_ptr<SegmentManager> manager_;
@@ -78,6 +80,7 @@ class P2PSegmentFetcher : public SegmentFetcher {
     explicit P2PSegmentFetcher(int timeout_ms = kDefaultTimeoutMs)
         : timeout_ms_(timeout_ms) {}
     Status fetch(const std::string& segment_name, SegmentDesc& out) override;
+    int timeoutMs() const { return timeout_ms_; }
 
  private:
     int timeout_ms_;

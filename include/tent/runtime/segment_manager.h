@@ -113,6 +113,9 @@ class SegmentManager {
     Status invalidateRemote(SegmentID handle);
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
+    std::chrono::milliseconds cacheTtl() const {
+        return std::chrono::milliseconds(ttl_ms_.load());
+    }
 
  private:
     Status lookupRemote(SegmentDescRef& desc, SegmentID handle,

@@ -21,7 +21,8 @@ TEST(SoftMpcommConfig, RailsComeFromDeviceNamesTrimmedAndNonEmpty) {
     std::string error;
     ASSERT_TRUE(detail::loadConfig(" r0, r1,,r2 ", &config, &error));
     EXPECT_EQ(config.rails, (std::vector<std::string>{"r0", "r1", "r2"}));
-    EXPECT_EQ(config.qps_per_connection, detail::kDefaultQpsPerConnection);
+    // docs/building_with_mpcomm.md: two connections per rail by default.
+    EXPECT_EQ(config.qps_per_connection, 2);
     EXPECT_EQ(config.max_transfer_size, 1ull << 30);
 }
 

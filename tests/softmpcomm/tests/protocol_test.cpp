@@ -25,7 +25,6 @@ using namespace mpcomm::detail;
 using mpcomm_test::closedByPeer;
 using mpcomm_test::initOnFreePort;
 using mpcomm_test::msSince;
-using mpcomm_test::rawConnect;
 using mpcomm_test::rawDeadline;
 using mpcomm_test::rawHello;
 using mpcomm_test::rawPut;
@@ -37,6 +36,7 @@ class RawPeer : public ::testing::Test {
     void SetUp() override {
         port_ = initOnFreePort(target_, "target", "r0,r1");
         ASSERT_GT(port_, 0);
+        raw_.setPort(port_);
         ASSERT_EQ(target_.startAcceptThread(), MPCOMM_SUCCESS);
         buffer_.assign(3 * 4096, 0);
         ASSERT_EQ(target_.registerMemory(buffer_.data(), buffer_.size()),
@@ -50,33 +50,19 @@ class RawPeer : public ::testing::Test {
         keys_ = entries[0].rkeys;
         ASSERT_EQ(keys_.size(), 2u);
     }
-    void TearDown() override {
-        for (int fd : fds_) closeSocket(fd);
-    }
+    void TearDown() override { raw_.closeAll(); }
 
     uint8_t* page() { return buffer_.data() + 4096; }
     uint64_t pageAddr() { return reinterpret_cast<uint64_t>(page()); }
 
-    int open() {
-        std::string error;
-        int fd = rawConnect(port_, &error);
-        EXPECT_GE(fd, 0) << error;
-        fds_.push_back(fd);
-        return fd;
-    }
-
-    int openData(uint32_t rail) {
-        int fd = open();
-        std::string error;
-        EXPECT_TRUE(rawHello(fd, ConnKind::kData, rail, &error)) << error;
-        return fd;
-    }
+    int open() { return raw_.open(); }
+    int openData(uint32_t rail) { return raw_.openAs(ConnKind::kData, rail); }
 
     MPComm target_;
     int port_ = 0;
     std::vector<uint8_t> buffer_;
     std::vector<uint32_t> keys_;
-    std::vector<int> fds_;
+    mpcomm_test::RawClients raw_;
 };
 
 TEST(SocketUtil, SetSendBufferCapsTheSocketAndZeroLeavesTheKernels) {

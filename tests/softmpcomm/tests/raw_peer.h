@@ -3,6 +3,7 @@
 // initiator. Needs the library's internal headers (src/) compiled in.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -77,6 +78,44 @@ inline bool rawQuery(int port, std::vector<mpcomm::RemoteBufferEntry>* out,
     if (!ok && error->empty()) *error = "query failed";
     return ok;
 }
+
+// The raw connections of one test to one target port, closed together by
+// closeAll() (a fixture's TearDown) or at the latest when it goes.
+class RawClients {
+ public:
+    RawClients() = default;
+    RawClients(const RawClients&) = delete;
+    RawClients& operator=(const RawClients&) = delete;
+    ~RawClients() { closeAll(); }
+
+    void setPort(int port) { port_ = port; }
+
+    // A connection that has sent nothing yet; -1, and a test failure
+    // naming why, when it could not connect.
+    int open() {
+        std::string error;
+        int fd = rawConnect(port_, &error);
+        EXPECT_GE(fd, 0) << "connect to port " << port_ << ": " << error;
+        if (fd >= 0) fds_.push_back(fd);
+        return fd;
+    }
+    // A connection that has said HELLO as `kind` for `rail`.
+    int openAs(mpcomm::detail::ConnKind kind, uint32_t rail = 0) {
+        int fd = open();
+        std::string error;
+        EXPECT_TRUE(rawHello(fd, kind, rail, &error)) << error;
+        return fd;
+    }
+
+    void closeAll() {
+        for (int fd : fds_) mpcomm::detail::closeSocket(fd);
+        fds_.clear();
+    }
+
+ private:
+    int port_ = 0;
+    std::vector<int> fds_;
+};
 
 // What the other end did with a connection within a time limit.
 enum class PeerAction { kClosed, kSentData, kNothing };

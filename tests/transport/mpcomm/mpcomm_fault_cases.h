@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kit/faulty_mpcomm_adapter.h"
+#include "kit/wait_until.h"
 #include "mpcomm_transport_fixture.h"
 
 namespace mooncake::tent::testing {
@@ -85,7 +86,7 @@ class MpcommFaultFixture : public MpcommTransportFixture {
     // asynchronously; the mock at once).
     TransferStatus finalStatus(Transport::SubBatchRef batch, int task) {
         TransferStatus status;
-        EXPECT_TRUE(waitFor([&] {
+        EXPECT_TRUE(waitUntil([&] {
             status = statusOf(batch, task);
             return status.s != PENDING;
         })) << "task "

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/wait_until.h"
 #include "mpcomm_transport_fixture.h"
 
 namespace mooncake::tent::testing {
@@ -68,7 +69,8 @@ class MpcommLifecycleFixture : public MpcommTransportFixture {
         // A handshake still held would outlive the test on its thread.
         adapter_->releaseAll();
         if (transport_) {
-            EXPECT_TRUE(waitFor([this] { return transport_->peers().idle(); }));
+            EXPECT_TRUE(
+                waitUntil([this] { return transport_->peers().idle(); }));
         }
         MpcommTransportFixture::TearDown();
     }
@@ -108,7 +110,7 @@ class MpcommLifecycleFixture : public MpcommTransportFixture {
     // Runs `fn` on its own thread; true when it returned within kNotBlocked.
     bool returnsPromptly(std::function<void()> fn) {
         BackgroundCall call(*adapter_, std::move(fn));
-        return waitFor([&call] { return call.done(); }, kNotBlocked);
+        return waitUntil([&call] { return call.done(); }, kNotBlocked);
     }
 
     // How long `fn` took, in whole milliseconds (readable on failure).

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kit/wait_until.h"
 #include "mpcomm_lifecycle_fixture.h"
 #include "transport/mpcomm/mpcomm_transport_config.h"
 
@@ -17,7 +18,7 @@ using testing::LogCapture;
 using testing::MockMpcommAdapter;
 using testing::MpcommLifecycleFixture;
 using testing::ScopedEnv;
-using testing::waitFor;
+using testing::waitUntil;
 
 using MpcommLifecycleInstall = MpcommLifecycleFixture;
 
@@ -126,11 +127,12 @@ TEST_F(MpcommLifecycleInstall, WarmupStartsTheHandshakeInTheBackground) {
     adapter_->hold(kPeer);
     // Returns while the handshake it started is still held.
     EXPECT_TRUE(returnsPromptly([&] { transport_->warmupSegment(peer); }));
-    ASSERT_TRUE(waitFor([&] { return adapter_->connectCallsTo(kPeer) == 1; }));
+    ASSERT_TRUE(
+        waitUntil([&] { return adapter_->connectCallsTo(kPeer) == 1; }));
     EXPECT_TRUE(stateIs(kPeer, MpcommPeerState::CONNECTING));
     adapter_->release(kPeer);
     ASSERT_TRUE(
-        waitFor([&] { return stateIs(kPeer, MpcommPeerState::READY); }));
+        waitUntil([&] { return stateIs(kPeer, MpcommPeerState::READY); }));
     EXPECT_EQ(adapter_->put_calls + adapter_->get_calls, 0);
     // Warming a ready peer again starts nothing.
     transport_->warmupSegment(peer);

@@ -6,6 +6,7 @@
 
 #include <future>
 
+#include "kit/wait_until.h"
 #include "mpcomm_lifecycle_fixture.h"
 
 namespace mooncake::tent {
@@ -14,7 +15,7 @@ namespace {
 using testing::BackgroundCall;
 using testing::LogCapture;
 using testing::MpcommLifecycleFixture;
-using testing::waitFor;
+using testing::waitUntil;
 
 class MpcommLifecycle : public MpcommLifecycleFixture {
  protected:
@@ -38,7 +39,7 @@ class MpcommLifecycle : public MpcommLifecycleFixture {
     // even where a loaded sanitizer build takes longer than the bound.
     void connectFirst(SegmentID peer) {
         auto warm = submit({request(Request::WRITE, peer, 8)});
-        ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+        ASSERT_TRUE(waitUntil([&] { return transport_->peers().idle(); }));
         ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
         release(warm);
     }
@@ -146,7 +147,7 @@ TEST_F(MpcommLifecycle,
                     request(Request::READ, peer2, 8)});
     });
     ASSERT_TRUE(
-        waitFor([&] { return transport_->peers().waiters(kPeer2) == 1; }));
+        waitUntil([&] { return transport_->peers().waiters(kPeer2) == 1; }));
 
     // An earlier task of the very sub-batch being submitted to.
     EXPECT_TRUE(returnsPromptly([&] {
@@ -186,7 +187,7 @@ TEST_F(MpcommLifecycle, AHandshakeThatFinishesAfterItsWaiterGaveUpIsKept) {
     EXPECT_TRUE(stateIs(kPeer2, MpcommPeerState::CONNECTING));
     adapter_->release(kPeer2);
     ASSERT_TRUE(
-        waitFor([&] { return stateIs(kPeer2, MpcommPeerState::READY); }));
+        waitUntil([&] { return stateIs(kPeer2, MpcommPeerState::READY); }));
     auto batch = submit({request(Request::WRITE, openSegment(kPeer2), 8)});
     EXPECT_EQ(statusOf(batch, 0).s, COMPLETED);
     EXPECT_EQ(adapter_->connectCallsTo(kPeer2), 1);
@@ -213,7 +214,7 @@ TEST_F(MpcommLifecycle, UninstallWithAHeldHandshakeIsBoundedAndDefersShutdown) {
     EXPECT_EQ(adapter_->init_calls, 1);
 
     adapter_->release(kPeer2);
-    ASSERT_TRUE(waitFor([&] { return adapter_->shutdown_calls == 1; }));
+    ASSERT_TRUE(waitUntil([&] { return adapter_->shutdown_calls == 1; }));
     EXPECT_EQ(adapter_->stop_accept_calls, 1);
     ASSERT_TRUE(install().ok());
     EXPECT_EQ(adapter_->init_calls, 2);
@@ -237,7 +238,7 @@ TEST_F(MpcommLifecycle, DestroyingTheTransportWithAHeldHandshakeIsBounded) {
     EXPECT_EQ(adapter_->shutdown_calls, 0);
     // The handshake's thread outlives the transport and shuts MPComm down.
     adapter_->release(kPeer2);
-    ASSERT_TRUE(waitFor([&] { return adapter_->shutdown_calls == 1; }));
+    ASSERT_TRUE(waitUntil([&] { return adapter_->shutdown_calls == 1; }));
     EXPECT_EQ(adapter_->stop_accept_calls, 1);
     EXPECT_EQ(adapter_->misuse, 0);
 }
@@ -257,15 +258,15 @@ TEST_F(MpcommLifecycle, InstallRefusesWhileTheDeferredShutdownIsStillRunning) {
     adapter_->release(kPeer2);
     // The handshake returned; its thread is now inside the deferred
     // stopAcceptThread() + shutdown().
-    ASSERT_TRUE(waitFor([&] { return adapter_->stop_accept_calls == 1; }));
+    ASSERT_TRUE(waitUntil([&] { return adapter_->stop_accept_calls == 1; }));
     Status refused = install();
     EXPECT_EQ(refused.message(), kAbandonedError);
     EXPECT_EQ(adapter_->init_calls, 1);
     EXPECT_EQ(adapter_->shutdown_calls, 0);
 
     adapter_->releaseStopAccept();
-    ASSERT_TRUE(waitFor([&] { return adapter_->shutdown_calls >= 1; }));
-    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+    ASSERT_TRUE(waitUntil([&] { return adapter_->shutdown_calls >= 1; }));
+    ASSERT_TRUE(waitUntil([&] { return transport_->peers().idle(); }));
     ASSERT_TRUE(install().ok());
     EXPECT_EQ(adapter_->shutdown_calls, 1);
     EXPECT_EQ(adapter_->init_calls, 2);
@@ -286,7 +287,7 @@ TEST_F(MpcommLifecycle, UninstallWhileASubmitterWaitsTakesOneBoundNotTwo) {
                                         {request(Request::WRITE, peer2, 8)});
     });
     ASSERT_TRUE(
-        waitFor([&] { return transport_->peers().waiters(kPeer2) == 1; }));
+        waitUntil([&] { return transport_->peers().waiters(kPeer2) == 1; }));
     int64_t took = timedMs([&] { ASSERT_TRUE(transport_->uninstall().ok()); });
     EXPECT_LT(took, kLongMs + kMarginMs);
     submitter.join();
@@ -424,7 +425,7 @@ TEST_F(MpcommLifecycle,
     // sanitizer build on a loaded host can outlast.
     auto first = submit(
         {request(Request::WRITE, peer, 8), request(Request::WRITE, peer2, 8)});
-    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+    ASSERT_TRUE(waitUntil([&] { return transport_->peers().idle(); }));
     ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
     ASSERT_TRUE(stateIs(kPeer2, MpcommPeerState::READY));
     ASSERT_EQ(adapter_->queryCallsTo(kPeer), 1);
@@ -437,7 +438,7 @@ TEST_F(MpcommLifecycle,
     EXPECT_EQ(statusOf(held, 1).s, COMPLETED);
     EXPECT_EQ(adapter_->queryCallsTo(kPeer), 2);
     adapter_->release(kPeer);
-    ASSERT_TRUE(waitFor([&] { return transport_->peers().idle(); }));
+    ASSERT_TRUE(waitUntil([&] { return transport_->peers().idle(); }));
     auto after = submit({request(Request::WRITE, peer, 8)});
     EXPECT_EQ(statusOf(after, 0).s, COMPLETED);
     EXPECT_EQ(adapter_->connectCallsTo(kPeer), 1);
@@ -496,10 +497,10 @@ TEST_F(MpcommLifecycle, AKeyQueryStartedOnAnotherThreadHoldsThisThreadsPosts) {
         release(batch);
     });
     ASSERT_TRUE(
-        waitFor([&] { return transport_->peers().waiters(kPeer) == 1; }));
+        waitUntil([&] { return transport_->peers().waiters(kPeer) == 1; }));
     const size_t posted = adapter_->transfers().size();
     let_go.now();
-    EXPECT_TRUE(waitFor([&] {
+    EXPECT_TRUE(waitUntil([&] {
         return transport_->peers().waiters(kPeer) == 2;
     })) << "the poster did not wait for the key query";
     EXPECT_EQ(adapter_->transfers().size(), posted)

@@ -10,6 +10,7 @@
 
 #include "kit/mock_mpcomm_adapter.h"
 #include "kit/mpcomm_test_support.h"
+#include "kit/wait_until.h"
 
 namespace mooncake::tent {
 namespace {
@@ -55,9 +56,37 @@ class MpcommPeerRegistryTest : public ::testing::Test {
         }
     }
 
+    // `n` threads call ensure(kView) with connect() held; returns once one
+    // handshake is inside connect() and all `n` callers wait on it.
+    void startCallersOnAHeldHandshake(int n) {
+        adapter_->hold_connects = true;
+        callers_results_.assign(n, Status());
+        for (int i = 0; i < n; ++i) {
+            callers_.emplace_back(
+                [this, i] { callers_results_[i] = ensure(kView); });
+        }
+        ASSERT_TRUE(testing::waitUntil([&] {
+            return adapter_->connectsEntered() == 1 &&
+                   registry_.waiters(kPeer) == static_cast<size_t>(n);
+        }));
+    }
+    // Lets the held handshake finish; what each caller got.
+    std::vector<Status> releaseCallers() {
+        adapter_->releaseConnects();
+        for (auto& t : callers_) t.join();
+        callers_.clear();
+        return callers_results_;
+    }
+
+    void TearDown() override {
+        if (!callers_.empty()) releaseCallers();
+    }
+
     std::shared_ptr<MockMpcommAdapter> adapter_ =
         std::make_shared<MockMpcommAdapter>();
     MpcommPeerRegistry registry_{adapter_};
+    std::vector<std::thread> callers_;
+    std::vector<Status> callers_results_;
 };
 
 TEST_F(MpcommPeerRegistryTest, FirstUseConnectsThenQueriesAndIsReady) {
@@ -217,7 +246,7 @@ TEST_F(MpcommPeerRegistryTest,
     EXPECT_EQ(registry_.flightsRunning(), 1u);
     adapter_->releaseConnects();
     // The abandoned attempt finishes on its own and records READY.
-    ASSERT_TRUE(testing::waitFor([&] {
+    ASSERT_TRUE(testing::waitUntil([&] {
         return registry_.stateOf(kPeer, state) &&
                state == MpcommPeerState::READY;
     }));
@@ -233,7 +262,7 @@ TEST_F(MpcommPeerRegistryTest, DrainNamesStuckHandshakesAndDefersIdleWork) {
     EXPECT_EQ(registry_.poll(kView, ticket, error),
               MpcommPeerRegistry::Progress::kWaiting);
     ASSERT_TRUE(
-        testing::waitFor([&] { return adapter_->connectsEntered() == 1; }));
+        testing::waitUntil([&] { return adapter_->connectsEntered() == 1; }));
     auto started = Clock::now();
     std::vector<std::string> stuck =
         registry_.drain(started + std::chrono::milliseconds(50));
@@ -243,7 +272,7 @@ TEST_F(MpcommPeerRegistryTest, DrainNamesStuckHandshakesAndDefersIdleWork) {
     registry_.runWhenIdle([&ran] { ++ran; });
     EXPECT_EQ(ran.load(), 0);
     adapter_->releaseConnects();
-    ASSERT_TRUE(testing::waitFor([&] { return ran.load() == 1; }));
+    ASSERT_TRUE(testing::waitUntil([&] { return ran.load() == 1; }));
     EXPECT_TRUE(registry_.idle());
     // Drained: the late outcome was not recorded.
     EXPECT_FALSE(registry_.contains(kPeer));
@@ -254,25 +283,12 @@ TEST_F(MpcommPeerRegistryTest, DrainNamesStuckHandshakesAndDefersIdleWork) {
 // N callers race for one peer: exactly one handshake and one query, and
 // every caller gets the first caller's result.
 TEST_F(MpcommPeerRegistryTest, ConcurrentCallersShareOneHandshake) {
-    constexpr int kThreads = 32;
-    adapter_->hold_connects = true;
-    std::vector<std::thread> threads;
-    std::vector<Status> results(kThreads);
-    for (int i = 0; i < kThreads; ++i) {
-        threads.emplace_back(
-            [this, i, &results] { results[i] = ensure(kView); });
-    }
     // One handshake thread is inside connect(); every caller waits for it.
-    ASSERT_TRUE(testing::waitFor([&] {
-        return adapter_->connectsEntered() == 1 &&
-               registry_.waiters(kPeer) == kThreads;
-    }));
+    ASSERT_NO_FATAL_FAILURE(startCallersOnAHeldHandshake(32));
     MpcommPeerState state;
     ASSERT_TRUE(registry_.stateOf(kPeer, state));
     EXPECT_EQ(state, MpcommPeerState::CONNECTING);
-    adapter_->releaseConnects();
-    for (auto& t : threads) t.join();
-    for (const auto& st : results) EXPECT_TRUE(st.ok()) << st;
+    for (const auto& st : releaseCallers()) EXPECT_TRUE(st.ok()) << st;
     EXPECT_EQ(adapter_->connect_calls, 1);
     EXPECT_EQ(adapter_->query_calls, 1);
     EXPECT_EQ(registry_.waiters(kPeer), 0u);
@@ -280,22 +296,9 @@ TEST_F(MpcommPeerRegistryTest, ConcurrentCallersShareOneHandshake) {
 
 TEST_F(MpcommPeerRegistryTest,
        ConcurrentCallersAllReceiveTheFirstCallersFailure) {
-    constexpr int kThreads = 32;
-    adapter_->hold_connects = true;
     adapter_->connect_failures = 1;
-    std::vector<std::thread> threads;
-    std::vector<Status> results(kThreads);
-    for (int i = 0; i < kThreads; ++i) {
-        threads.emplace_back(
-            [this, i, &results] { results[i] = ensure(kView); });
-    }
-    ASSERT_TRUE(testing::waitFor([&] {
-        return adapter_->connectsEntered() == 1 &&
-               registry_.waiters(kPeer) == kThreads;
-    }));
-    adapter_->releaseConnects();
-    for (auto& t : threads) t.join();
-    for (const auto& st : results) {
+    ASSERT_NO_FATAL_FAILURE(startCallersOnAHeldHandshake(32));
+    for (const auto& st : releaseCallers()) {
         EXPECT_EQ(st.message(), "MPComm connect to 10.0.0.2:14000 (host " +
                                     kPeer + ") failed, error=-4");
     }
@@ -309,7 +312,7 @@ TEST_F(MpcommPeerRegistryTest, AHandshakeInProgressDoesNotBlockOtherPeers) {
     adapter_->hold_connects = true;
     std::thread slow([this] { EXPECT_TRUE(ensure(kView).ok()); });
     ASSERT_TRUE(
-        testing::waitFor([&] { return adapter_->connectsEntered() == 2; }));
+        testing::waitUntil([&] { return adapter_->connectsEntered() == 2; }));
     MpcommPeerState state;
     ASSERT_TRUE(registry_.stateOf(kPeer, state));
     EXPECT_EQ(state, MpcommPeerState::CONNECTING);

@@ -37,6 +37,17 @@ void startTask(MpcommTask& task, const Request& r, MpcommTransferHandle h) {
     task.status_word = PENDING;
 }
 
+// Issues `op` of `length` bytes through `adapter`, which completes nothing
+// until the test says so, and starts `task` on it; the handle.
+MpcommTransferHandle startHeldTask(MockMpcommAdapter& adapter, MpcommTask& task,
+                                   Request::OpCode op, size_t length) {
+    adapter.auto_complete = false;
+    Request r = makeRequest(op, nullptr, 0x1000, length);
+    MpcommTransferHandle h = issueMpcommTransfer(adapter, r, "p");
+    startTask(task, r, h);
+    return h;
+}
+
 TEST(MpcommTaskMapping, WriteIsAPutWithTheRequestsAddressesAndLength) {
     MockMpcommAdapter adapter;
     char buf[64];
@@ -97,11 +108,8 @@ TEST(MpcommTaskMapping, CompletionIsPolledLazilyAndReleasedOnce) {
 
 TEST(MpcommTaskMapping, AShortSuccessIsFailed) {
     MockMpcommAdapter adapter;
-    adapter.auto_complete = false;
-    Request r = makeRequest(Request::READ, nullptr, 0x1000, 4096);
     MpcommTask task;
-    auto h = issueMpcommTransfer(adapter, r, "p");
-    startTask(task, r, h);
+    auto h = startHeldTask(adapter, task, Request::READ, 4096);
     adapter.complete(h, true, 4000);
     pollMpcommTask(adapter, task);
     EXPECT_EQ(task.status_word.load(), FAILED);
@@ -111,11 +119,8 @@ TEST(MpcommTaskMapping, AShortSuccessIsFailed) {
 
 TEST(MpcommTaskMapping, AProviderErrorIsFailed) {
     MockMpcommAdapter adapter;
-    adapter.auto_complete = false;
-    Request r = makeRequest(Request::WRITE, nullptr, 0x1000, 64);
     MpcommTask task;
-    auto h = issueMpcommTransfer(adapter, r, "p");
-    startTask(task, r, h);
+    auto h = startHeldTask(adapter, task, Request::WRITE, 64);
     adapter.complete(h, false, 0, -7);
     pollMpcommTask(adapter, task);
     EXPECT_EQ(task.status_word.load(), FAILED);
@@ -161,11 +166,8 @@ TEST(MpcommTaskMapping, TwoThreadsPollingOneTaskReleaseItsHandleOnce) {
 
 TEST(MpcommTaskMapping, AnIncompleteTransferKeepsItsHandleForTheNextPoll) {
     MockMpcommAdapter adapter;
-    adapter.auto_complete = false;
-    Request r = makeRequest(Request::READ, nullptr, 0x1000, 64);
     MpcommTask task;
-    auto h = issueMpcommTransfer(adapter, r, "p");
-    startTask(task, r, h);
+    auto h = startHeldTask(adapter, task, Request::READ, 64);
     pollMpcommTask(adapter, task);
     pollMpcommTask(adapter, task);
     EXPECT_EQ(task.mpcomm_handle.load(), h);
@@ -176,10 +178,8 @@ TEST(MpcommTaskMapping, AnIncompleteTransferKeepsItsHandleForTheNextPoll) {
 
 TEST(MpcommTaskMapping, AnAbandonedTaskFailsWithoutTouchingTheAdapter) {
     MockMpcommAdapter adapter;
-    adapter.auto_complete = false;
-    Request r = makeRequest(Request::WRITE, nullptr, 0x1000, 64);
     MpcommTask task;
-    startTask(task, r, issueMpcommTransfer(adapter, r, "p"));
+    startHeldTask(adapter, task, Request::WRITE, 64);
     abandonMpcommTask(task);
     EXPECT_EQ(task.status_word.load(), FAILED);
     EXPECT_EQ(task.mpcomm_handle.load(), kInvalidMpcommTransferHandle);

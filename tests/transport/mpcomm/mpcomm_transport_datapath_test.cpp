@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "kit/wait_until.h"
 #include "mpcomm_transport_fixture.h"
 
 namespace mooncake::tent {
@@ -460,7 +461,7 @@ TEST_F(MpcommDataPath, UninstallWithTransfersInFlightAndPollersRunning) {
         }
     };
     std::thread a(poller), b(poller);
-    ASSERT_TRUE(testing::waitFor([&] {
+    ASSERT_TRUE(testing::waitUntil([&] {
         return started.load() == 2 && adapter_->is_complete_calls > 2 * kTasks;
     }));
     ASSERT_TRUE(transport_->uninstall().ok());

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/wait_until.h"
 #include "net/socket_io.h"
 #include "tcp_test_support.h"
 #include "tent/transport/tcp/tcp_transport.h"
@@ -66,12 +67,22 @@ class TcpTargetTest : public ::testing::Test {
     // Polls until `n` peer accesses are in flight: the transport offers no
     // event for it, and the bound turns a miss into a failure.
     bool waitForAccesses(size_t n) {
-        net::Deadline deadline = net::deadlineIn(kBoundMs);
-        while (net::Clock::now() < deadline) {
-            if (transport_.activeAccesses() == n) return true;
-            std::this_thread::yield();
-        }
-        return false;
+        return testing::waitUntil(
+            [&] { return transport_.activeAccesses() == n; },
+            std::chrono::milliseconds(kBoundMs));
+    }
+
+    // A peer inside a WRITE of 1 MiB into `desc` whose payload stopped
+    // after 100 bytes: the target is in the access, waiting for bytes that
+    // do not come. `peer` is the peer's socket.
+    void stalledWriteInto(const BufferDesc& desc, int& peer) {
+        peer = connectPeer();
+        std::string frame =
+            header(kWrite, desc.addr, 1 << 20) + std::string(100, 'p');
+        ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                                 net::deadlineIn(kBoundMs))
+                        .ok());
+        ASSERT_TRUE(waitForAccesses(1));
     }
 
     // True when the target closed `fd`.
@@ -117,15 +128,8 @@ TEST_F(TcpTargetTest, RegistrationDoesNotWaitBehindAStalledPeer) {
     install(600000);
     std::vector<char> a(4 << 20, 0), b(4096, 0);
     BufferDesc desc_a = registerBuffer(a);
-    // A WRITE of 1 MiB into A whose payload stops after 100 bytes: the
-    // target is inside the access, waiting for bytes that do not come.
-    int peer = connectPeer();
-    std::string frame =
-        header(kWrite, desc_a.addr, 1 << 20) + std::string(100, 'p');
-    ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
-                             net::deadlineIn(kBoundMs))
-                    .ok());
-    ASSERT_TRUE(waitForAccesses(1));
+    int peer = -1;
+    ASSERT_NO_FATAL_FAILURE(stalledWriteInto(desc_a, peer));
 
     // Registering and unregistering another buffer, and registering while
     // the peer stalls, all return at once.
@@ -150,13 +154,8 @@ TEST_F(TcpTargetTest, UnregisterFencesAStalledWriteAndNothingLandsAfter) {
     install(200);
     std::vector<char> a(4 << 20, 0);
     BufferDesc desc_a = registerBuffer(a);
-    int peer = connectPeer();
-    std::string frame =
-        header(kWrite, desc_a.addr, 1 << 20) + std::string(100, 'p');
-    ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
-                             net::deadlineIn(kBoundMs))
-                    .ok());
-    ASSERT_TRUE(waitForAccesses(1));
+    int peer = -1;
+    ASSERT_NO_FATAL_FAILURE(stalledWriteInto(desc_a, peer));
 
     auto started = net::Clock::now();
     ASSERT_TRUE(transport_.removeMemoryBuffer(desc_a).ok());

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,6 +46,19 @@ inline Status installWithKey(const std::string& key, int value) {
     conf->set(key, value);
     TcpTransport transport;
     return installTcp(transport, manager, conf);
+}
+
+// Installing with `key` set to each of `bad` is refused with exactly
+// "<key> <rule>, got <value>".
+inline void expectKeyRefused(const std::string& key,
+                             std::initializer_list<int> bad,
+                             const std::string& rule) {
+    for (int value : bad) {
+        EXPECT_EQ(installWithKey(key, value),
+                  Status::InvalidArgument(key + " " + rule + ", got " +
+                                          std::to_string(value)))
+            << key << "=" << value;
+    }
 }
 
 inline Request requestTo(SegmentID target, Request::OpCode op, void* local,

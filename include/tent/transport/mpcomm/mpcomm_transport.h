@@ -72,8 +72,6 @@ class MpcommTransport : public Transport {
                            const MemoryOptions& options) override;
     Status removeMemoryBuffer(BufferDesc& desc) override;
 
-    bool supportsCancellation() const override { return false; }
-    bool supportNotification() const override { return false; }
     void warmupSegment(SegmentID handle) override;
 
     const char* getName() const override { return "mpcomm"; }
