@@ -9,6 +9,7 @@
 #include <glog/logging.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,8 +67,26 @@ int runTarget(TransferEngine& engine, const BenchOptions& options,
     std::fflush(stdout);
 
     int sig = 0;
-    sigwait(&stop_signals, &sig);
+    uint64_t notifications = 0;
+    if (options.notifi) {
+        // Drains the inbox every millisecond, so that the initiator's
+        // notifications never meet notification/max_pending_per_peer.
+        std::vector<Notification> received;
+        const timespec tick{0, 1000 * 1000};
+        while ((sig = sigtimedwait(&stop_signals, nullptr, &tick)) < 0) {
+            engine.receiveNotification(received);
+            notifications += received.size();
+        }
+        engine.receiveNotification(received);
+        notifications += received.size();
+    } else {
+        sigwait(&stop_signals, &sig);
+    }
     std::printf("Received signal %d, shutting down\n", sig);
+    if (options.notifi) {
+        std::printf("Notifications received: %llu\n",
+                    static_cast<unsigned long long>(notifications));
+    }
     std::fflush(stdout);
     releaseBuffers(engine, buffers);
     return 0;
@@ -183,6 +202,16 @@ int runInitiator(TransferEngine& engine, const BenchOptions& options) {
     }
     releaseBuffers(engine, local);
     engine.closeSegment(remote.id);
+    if (options.notifi) {
+        // Every batch of a case that passed completed whole, so each
+        // carried one notification.
+        uint64_t batches = 0;
+        for (const CaseResult& row : rows) {
+            batches += row.requests / std::max<uint64_t>(row.batch_size, 1);
+        }
+        std::printf("Notifications sent: %llu\n",
+                    static_cast<unsigned long long>(batches));
+    }
     return 0;
 }
 

@@ -7,9 +7,7 @@
 #include <cctype>
 #include <cstring>
 
-#ifdef USE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent::bench {
 
@@ -132,9 +130,10 @@ void releaseBuffers(TransferEngine& engine, std::vector<LocalBuffer>& buffers) {
     buffers.clear();
 }
 
-#ifdef USE_CUDA
-// VRAM blocks are staged through host memory: the pattern is computed on the
-// CPU, which is plenty for a correctness check.
+// VRAM blocks are staged through host memory with the platform's copy: the
+// pattern is computed on the CPU, which is plenty for a correctness check.
+// A failed copy is logged and leaves the block unverifiable, which the
+// check then reports as a mismatch.
 void fillPattern(const LocalBuffer& buffer, void* dst, size_t length,
                  uint64_t seed) {
     if (buffer.type == SegType::kDram) {
@@ -143,15 +142,18 @@ void fillPattern(const LocalBuffer& buffer, void* dst, size_t length,
     }
     std::vector<uint8_t> host(length);
     fillHost(host.data(), length, seed);
-    cudaMemcpy(dst, host.data(), length, cudaMemcpyHostToDevice);
+    Status s = currentPlatform()->copy(dst, host.data(), length);
+    LOG_IF(ERROR, !s.ok()) << "filling a VRAM block: " << s;
 }
 
 void scrubBlock(const LocalBuffer& buffer, void* dst, size_t length) {
     if (buffer.type == SegType::kDram) {
         std::memset(dst, 0, length);
-    } else {
-        cudaMemset(dst, 0, length);
+        return;
     }
+    std::vector<uint8_t> zeros(length, 0);
+    Status s = currentPlatform()->copy(dst, zeros.data(), length);
+    LOG_IF(ERROR, !s.ok()) << "scrubbing a VRAM block: " << s;
 }
 
 bool verifyPattern(const LocalBuffer& buffer, const void* src, size_t length,
@@ -162,24 +164,10 @@ bool verifyPattern(const LocalBuffer& buffer, const void* src, size_t length,
                           bad_offset, expected, actual);
     }
     std::vector<uint8_t> host(length);
-    cudaMemcpy(host.data(), src, length, cudaMemcpyDeviceToHost);
-    return verifyHost(host.data(), length, seed, bad_offset, expected, actual);
+    Status s = currentPlatform()->copy(host.data(), src, length);
+    LOG_IF(ERROR, !s.ok()) << "reading a VRAM block back: " << s;
+    return s.ok() &&
+           verifyHost(host.data(), length, seed, bad_offset, expected, actual);
 }
-#else
-void fillPattern(const LocalBuffer&, void* dst, size_t length, uint64_t seed) {
-    fillHost(static_cast<uint8_t*>(dst), length, seed);
-}
-
-void scrubBlock(const LocalBuffer&, void* dst, size_t length) {
-    std::memset(dst, 0, length);
-}
-
-bool verifyPattern(const LocalBuffer&, const void* src, size_t length,
-                   uint64_t seed, size_t& bad_offset, uint8_t& expected,
-                   uint8_t& actual) {
-    return verifyHost(static_cast<const uint8_t*>(src), length, seed,
-                      bad_offset, expected, actual);
-}
-#endif
 
 }  // namespace mooncake::tent::bench

@@ -63,8 +63,9 @@ DEFINE_bool(check_consistency, false,
             "Write a pattern to the target, read every block back and compare "
             "it; a mismatch exits non-zero. Lowers the reported bandwidth.");
 DEFINE_bool(notifi, false,
-            "Send a notification with each batch. Not supported: no "
-            "transport here implements notifications.");
+            "Initiator: every batch carries a notification, sent once the "
+            "batch completed. Target: receives them and prints how many "
+            "arrived when it shuts down.");
 DEFINE_string(json_out, "",
               "Initiator only: write every row (block size, batch, threads, "
               "op, transport and all columns) and the first transfer's "
@@ -234,6 +235,7 @@ Status parseOptions(BenchOptions& options) {
             "--metadata_type=" + FLAGS_metadata_type +
             " is not supported: p2p, etcd and redis are");
     }
+    options.notifi = FLAGS_notifi;
     if (FLAGS_metadata_type != "p2p" && FLAGS_metadata_servers.empty()) {
         return Status::InvalidArgument(
             "--metadata_type=" + FLAGS_metadata_type +
@@ -248,11 +250,6 @@ Status parseOptions(BenchOptions& options) {
     options.metadata_type = FLAGS_metadata_type;
     options.metadata_servers = FLAGS_metadata_servers;
     options.local_segment_name = FLAGS_local_segment_name;
-    if (FLAGS_notifi) {
-        return Status::NotImplemented(
-            "--notifi is not supported: no transport in this build "
-            "implements notifications (supportNotification() is false)");
-    }
     CHECK_STATUS(
         parseTransportFlag("xport_type", FLAGS_xport_type, options.xport_type));
     CHECK_STATUS(parseTransportFlag("tent_transport_hint",

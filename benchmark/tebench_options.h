@@ -55,6 +55,9 @@ struct BenchOptions {
     uint64_t poll_yields = 64;
     uint64_t poll_sleep_us = 20;
     bool check_consistency = false;
+    // --notifi: each batch is submitted with a notification (initiator),
+    // which the target counts.
+    bool notifi = false;
     // --json_out: where the initiator writes every row as JSON; empty: no
     // file.
     std::string json_out;

@@ -128,7 +128,6 @@ class TebenchTest(unittest.TestCase):
              "--local_segment_name=a needs --metadata_type=etcd or redis"),
             (["--seg_type=HBM"], "unknown --seg_type=HBM"),
             (["--op_type=copy"], "unknown --op_type=copy"),
-            (["--notifi=true"], "--notifi is not supported"),
             (["--start_block_size=8192", "--max_block_size=4096"],
              "--max_block_size=4096 is smaller than --start_block_size=8192"),
             (["--duration=0"], "--duration=0 must be positive"),
@@ -222,6 +221,32 @@ class TebenchTest(unittest.TestCase):
                 self.check_json_rows(json_out, expected)
             finally:
                 self.stop_target(target)
+
+    def test_notifications_counted(self):
+        target = subprocess.Popen(
+            [TEBENCH] + COMMON + ["--total_buffer_size=16777216",
+                                  "--notifi=true"], env=env(),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        lines = Lines(target, self)
+        name = lines.wait_for(r"^Target segment: (\S+)$").group(1)
+        try:
+            rc, out, err = run(TEBENCH, COMMON + [
+                "--target_seg_name=" + name, "--notifi=true",
+                "--total_buffer_size=4194304", "--start_block_size=4096",
+                "--max_block_size=4096", "--start_batch_size=4",
+                "--max_batch_size=4", "--duration=0.3"])
+            self.assertEqual(rc, 0, (out, err))
+            m = re.search(r"^Notifications sent: (\d+)$", out, re.M)
+            self.assertIsNotNone(m, out)
+            sent = int(m.group(1))
+            self.assertGreater(sent, 0, out)
+        finally:
+            target.send_signal(signal.SIGTERM)
+        # The initiator's engine sent every queued notification before it
+        # exited, so the target holds them all.
+        got = lines.wait_for(r"^Notifications received: (\d+)$").group(1)
+        self.assertEqual(int(got), sent)
+        self.assertEqual(target.wait(timeout=DEADLINE_S), 0)
 
     def test_capacity_error(self):
         target, name = self.start_target()

@@ -162,7 +162,15 @@ BatchOutcome runBatch(CaseContext& ctx, const std::vector<Request>& requests,
         return out;
     }
     Clock::time_point start = Clock::now();
-    Status s = ctx.engine.submitTransfer(batch, requests);
+    // --notifi: the notification names the thread and the case; the
+    // engine sends it once every request of the batch completed.
+    Status s = ctx.options.notifi
+                   ? ctx.engine.submitTransfer(
+                         batch, requests,
+                         Notification{"tebench",
+                                      "case " + std::to_string(ctx.case_index) +
+                                          " thread " + std::to_string(thread)})
+                   : ctx.engine.submitTransfer(batch, requests);
     if (!s.ok()) {
         out.failed = n;
         out.error = "submitTransfer of " +

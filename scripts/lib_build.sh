@@ -35,3 +35,52 @@ build_on() {
   cmake --build "$BUILD_ON" -j"$JOBS" ${1:+--target "$@"}
   export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
+
+# USE_CUDA=ON (the CUDA platform) with MPComm against softmpcomm built
+# with CUDA (it stages device memory itself), in build dirs of their own:
+#   BUILD_CUDA       USE_CUDA=ON build dir              (default build-cuda)
+#   BUILD_SOFT_CUDA  softmpcomm with CUDA build dir     (default build-softmpcomm-cuda)
+#   SOFT_CUDA_PREFIX its install prefix                 (default .prefix/softmpcomm-cuda)
+BUILD_CUDA="${BUILD_CUDA:-$ROOT/build-cuda}"
+BUILD_SOFT_CUDA="${BUILD_SOFT_CUDA:-$ROOT/build-softmpcomm-cuda}"
+SOFT_CUDA_PREFIX="${SOFT_CUDA_PREFIX:-$ROOT/.prefix/softmpcomm-cuda}"
+
+# cuda_toolkit_root: prints the toolkit CMake's FindCUDAToolkit would find
+# (CUDAToolkit_ROOT, CUDA_PATH, nvcc on PATH, /usr/local/cuda); fails where
+# there is none.
+cuda_toolkit_root() {
+  local dir
+  for dir in "${CUDAToolkit_ROOT:-}" "${CUDA_PATH:-}"; do
+    if [ -n "$dir" ] && [ -x "$dir/bin/nvcc" ]; then echo "$dir"; return 0; fi
+  done
+  if command -v nvcc >/dev/null 2>&1; then
+    dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")"
+    return 0
+  fi
+  if [ -x /usr/local/cuda/bin/nvcc ]; then echo /usr/local/cuda; return 0; fi
+  return 1
+}
+
+# build_softmpcomm_cuda: softmpcomm with SOFTMPCOMM_USE_CUDA=ON (its own
+# suite is run by build_softmpcomm's configuration, so it is not built here).
+build_softmpcomm_cuda() {
+  local toolkit
+  toolkit="$(cuda_toolkit_root)"
+  step "build softmpcomm with CUDA (toolkit $toolkit) into $SOFT_CUDA_PREFIX"
+  cmake -S "$ROOT/tests/softmpcomm" -B "$BUILD_SOFT_CUDA" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTMPCOMM_BUILD_TESTS=OFF \
+    -DSOFTMPCOMM_USE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit"
+  cmake --build "$BUILD_SOFT_CUDA" -j"$JOBS"
+  cmake --install "$BUILD_SOFT_CUDA" --prefix "$SOFT_CUDA_PREFIX" >/dev/null
+}
+
+# build_cuda [target...]: everything by default, else just the named targets.
+build_cuda() {
+  local toolkit
+  toolkit="$(cuda_toolkit_root)"
+  step "configure + build USE_CUDA=ON (toolkit $toolkit) against $SOFT_CUDA_PREFIX in $BUILD_CUDA"
+  cmake -S "$ROOT" -B "$BUILD_CUDA" -DUSE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit" \
+    -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_CUDA_PREFIX" -DBUILD_UNIT_TESTS=ON
+  cmake --build "$BUILD_CUDA" -j"$JOBS" ${1:+--target "$@"}
+  export LD_LIBRARY_PATH="$SOFT_CUDA_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}

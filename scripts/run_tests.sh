@@ -6,7 +6,10 @@
 #   2. softmpcomm's own suite, then USE_MPCOMM=ON against the softmpcomm
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
 #      tebench smoke over mpcomm with --check_consistency=true;
-#   3. the reliability checks (docs/reliability.md): the ASan+UBSan pass
+#   3. where a CUDA toolkit is found, USE_CUDA=ON against softmpcomm in a
+#      build dir of its own, and its whole ctest (device tests skip without
+#      a GPU); elsewhere one line says it was skipped;
+#   4. the reliability checks (docs/reliability.md): the ASan+UBSan pass
 #      and the TSan pass, each over softmpcomm's suites and every C++ suite
 #      of the ON configuration (scripts/check.sh with CHECK_SCOPE=ci; any
 #      sanitizer report fails, a child process's too), then the fuzz smoke
@@ -59,6 +62,16 @@ step "ctest (USE_MPCOMM=ON, softmpcomm)"
 # With a provider present the functional suite must run, not skip.
 TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
+
+if cuda_toolkit_root >/dev/null; then
+  build_softmpcomm_cuda
+  build_cuda
+  step "ctest (USE_CUDA=ON, softmpcomm)"
+  # Suites that need a device skip with the reason printed (GTEST_SKIP).
+  ctest --test-dir "$BUILD_CUDA" --output-on-failure -j"$JOBS"
+else
+  echo "run_tests: USE_CUDA=ON build skipped: no CUDA toolkit (no nvcc under CUDAToolkit_ROOT, CUDA_PATH, PATH or /usr/local/cuda)"
+fi
 
 step "upstream_check.sh: the units in Mooncake's tree, and Mooncake's own tests of them"
 UPSTREAM="$ROOT/../shared/upstream/mooncake-3b5a594"

@@ -92,6 +92,7 @@ int tent_get_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
 namespace mooncake::tent {
 
 class TransferEngineImpl;
+class Topology;
 
 class TransferEngine {
  public:
@@ -112,6 +113,19 @@ class TransferEngine {
     // Names of the installed transports in getSupportedTransports() order.
     std::vector<std::string> getSupportedTransports() const;
 
+    // The topology discovered at construction (NICs, memory nodes); null
+    // when the engine is not available.
+    std::shared_ptr<Topology> getLocalTopology() const;
+    // Its {"nics":[...],"mems":[...]} JSON; "{}" when the engine is not
+    // available.
+    std::string getLocalTopologyString() const;
+
+    // Shared-handle segments (upstream's hook for intra-node sharing):
+    // NotImplemented here, as upstream.
+    Status exportLocalSegment(std::string& shared_handle);
+    Status importRemoteSegment(SegmentID& handle,
+                               const std::string& shared_handle);
+
     Status openSegment(SegmentID& handle, const std::string& segment_name);
     Status closeSegment(SegmentID handle);
     Status getSegmentInfo(SegmentID handle, SegmentInfo& info);
@@ -128,6 +142,9 @@ class TransferEngine {
                                std::vector<size_t> size_list,
                                Permission permission = kGlobalReadWrite);
     Status registerLocalMemory(void* addr, size_t size, MemoryOptions& options);
+    Status registerLocalMemory(std::vector<void*> addr_list,
+                               std::vector<size_t> size_list,
+                               MemoryOptions& options);
     Status unregisterLocalMemory(void* addr, size_t size = 0);
     Status unregisterLocalMemory(std::vector<void*> addr_list,
                                  std::vector<size_t> size_list = {});
@@ -142,6 +159,44 @@ class TransferEngine {
     Status getTransferStatus(BatchID batch_id,
                              std::vector<TransferStatus>& status_list);
     Status getTransferStatus(BatchID batch_id, TransferStatus& overall_status);
+
+    // As submitTransfer(), and `notifi` is delivered to every target segment
+    // of `request_list` once all of these requests have COMPLETED (seen by
+    // a status read, progressBatch() or freeBatch()); never before the data
+    // is in place at the target. Not sent when one of them fails or is
+    // cancelled. See docs/api.md.
+    Status submitTransfer(BatchID batch_id,
+                          const std::vector<Request>& request_list,
+                          const Notification& notifi);
+
+    // Ends task `task_id` CANCELED. On return no transport touches the
+    // task's buffers any more: at once for a transport that can cancel, else
+    // after the transport reports the task done, waiting at most
+    // batch/cancel_timeout_ms (then an error, and the task is left as is).
+    // A task already final is left as it is (OK).
+    Status cancelTransfer(BatchID batch_id, size_t task_id);
+
+    // Delivers `notifi` to the engine of segment `target_id` (blocking, at
+    // most rpc/timeout_ms). Refused by the target when the message exceeds
+    // notification/max_message_bytes or the target holds
+    // notification/max_pending_per_peer undelivered ones from us.
+    Status sendNotification(SegmentID target_id, const Notification& notifi);
+    // Moves every notification received so far into `notifi_list`
+    // (replacing its contents), oldest first.
+    Status receiveNotification(std::vector<Notification>& notifi_list);
+
+    // OK when the engine of segment `target_id` answers its RPC port within
+    // rpc/timeout_ms.
+    Status probePeerAliveByID(SegmentID target_id);
+
+    // One progress step over the batch, then its overall status, as
+    // getTransferStatus(batch_id, overall_status) (there is no failover
+    // here to drive).
+    Status progressBatch(BatchID batch_id, TransferStatus& overall_status);
+
+    // NIC load needs RDMA NICs; this tree has no transport that reports it,
+    // so: NotImplemented, `stats` emptied.
+    Status getNicLoadStats(std::vector<NicLoadStats>& stats) const;
 
  private:
     std::unique_ptr<TransferEngineImpl> impl_;

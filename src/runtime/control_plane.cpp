@@ -12,6 +12,7 @@
 #include "net/stream_server.h"
 #include "rpc/rpc_frame.h"
 #include "rpc/rpc_server.h"
+#include "runtime/control_client.h"
 
 namespace mooncake::tent {
 
@@ -43,38 +44,50 @@ Status ControlService::start(uint16_t port) {
     return server_->start(port, kPortRangeBegin, kPortRangeEnd);
 }
 
+void ControlService::serveOp(const std::string& op, uint32_t max_request_bytes,
+                             OpHandler handler) {
+    server_->registerHandler(op, max_request_bytes, std::move(handler));
+}
+
 void ControlService::stop() { server_->stop(); }
 
 uint16_t ControlService::port() const { return server_->port(); }
 
-namespace {
-
-Status requestSegment(int fd, net::Deadline deadline, SegmentDesc& out) {
-    Json::Value request(Json::objectValue);
-    request["op"] = kOpGetSegmentDesc;
+Status callControlOp(int fd, const Json::Value& request, net::Deadline deadline,
+                     Json::Value& reply, bool* closed_before_reply) {
+    if (closed_before_reply) *closed_before_reply = false;
+    const std::string op = request["op"].asString();
     CHECK_STATUS(writeFrame(fd, encodeJson(request), deadline));
     std::string payload;
     CHECK_STATUS(
         readFrame(fd, payload, deadline, ControlService::kMaxFrameSize));
     if (payload.empty()) {
+        if (closed_before_reply) *closed_before_reply = true;
         return Status::RpcServiceError(
-            "peer closed the connection before "
-            "replying to GetSegmentDesc");
+            "peer closed the connection before replying to " + op);
     }
-    Json::Value reply;
     CHECK_STATUS(decodeJsonObject(payload, reply));
     const Json::Value& status = reply["status"];
     if (status.isString() && status.asString() == "error") {
         std::string message = reply["message"].isString()
                                   ? reply["message"].asString()
                                   : "(no message)";
-        return Status::RpcServiceError("peer refused GetSegmentDesc: " +
-                                       message);
+        return Status::RpcServiceError("peer refused " + op + ": " + message);
     }
     if (!status.isString() || status.asString() != "ok") {
         return Status::RpcServiceError(
             "reply has no \"status\" of \"ok\" or \"error\"");
     }
+    return Status::OK();
+}
+
+namespace {
+
+Status requestSegment(int fd, net::Deadline deadline, SegmentDesc& out) {
+    Json::Value request(Json::objectValue);
+    request["op"] = kOpGetSegmentDesc;
+    Json::Value reply;
+    CHECK_STATUS(callControlOp(fd, request, deadline, reply));
     if (!reply.isMember("segment")) {
         return Status::InvalidEntry("reply has no \"segment\"");
     }

@@ -50,17 +50,15 @@ Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
                                               : " is being freed"));
 }
 
-// The batch `id` names, pinned for a lock-free read; null when the id is
-// not allocated (never, or freed already).
-EngineBatch* pinBatch(const EngineBatchTable& table, BatchID id) {
-    EngineBatch* batch = table.lookup(id);
+}  // namespace
+
+EngineBatch* TransferEngineImpl::pinBatch(BatchID id) const {
+    EngineBatch* batch = batches_.lookup(id);
     if (batch == nullptr || !batch->pin(EngineBatchTable::generationOf(id))) {
         return nullptr;
     }
     return batch;
 }
-
-}  // namespace
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
     for (const Loaded& l : transports_) {
@@ -130,6 +128,9 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
         batch->unclaim(generation);
         return s;
     }
+    // Every task is final now: a notification whose submission completed
+    // and that no status read sent yet goes out before the batch does.
+    fireNotifyHooks(*batch, /*wait=*/true);
     // No reader is inside and none gets in: a plain store is enough. The
     // id is invalid from here on.
     batch->state.store(
@@ -164,6 +165,12 @@ Status TransferEngineImpl::waitForTasks(EngineBatch& batch, BatchID batch_id,
 
 Status TransferEngineImpl::submitTransfer(
     BatchID batch_id, const std::vector<Request>& request_list) {
+    return submitInternal(batch_id, request_list, nullptr);
+}
+
+Status TransferEngineImpl::submitInternal(
+    BatchID batch_id, const std::vector<Request>& request_list,
+    EngineBatch::NotifyHook* hook) {
     if (!available()) return notAvailable();
     EngineBatch* batch = nullptr;
     CHECK_STATUS(claimBatch(batches_, "submitTransfer", batch_id,
@@ -283,11 +290,44 @@ Status TransferEngineImpl::submitTransfer(
                          << " request(s): " << s.message();
         }
     }
+    if (hook != nullptr) {
+        hook->begin = base;
+        hook->end = base + request_list.size();
+        std::lock_guard<std::mutex> lock(batch->hooks_mu);
+        batch->hooks.push_back(std::move(*hook));
+        batch->open_hooks.fetch_add(1, std::memory_order_release);
+    }
     // Readers may use the new tasks from here on.
     batch->published.store(base + request_list.size(),
                            std::memory_order_release);
     return Status::OK();
 }
+
+namespace {
+
+// A final `status` read from the transport becomes the task's verdict,
+// decided once: CANCELED when a cancel asked first, else what the
+// transport said; `status` then reads the verdict.
+void settleTask(EngineBatch::TaskRef& ref, TransferStatus& status) {
+    using Ref = EngineBatch::TaskRef;
+    uint8_t v = ref.verdict.load(std::memory_order_acquire);
+    while (v < Ref::kFinal) {
+        const int ended = v == Ref::kCancelRequested ? CANCELED : status.s;
+        const auto want = static_cast<uint8_t>(Ref::kFinal + ended);
+        if (ref.verdict.compare_exchange_weak(v, want,
+                                              std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+            v = want;
+        }
+    }
+    status.s = static_cast<TransferStatusEnum>(v - Ref::kFinal);
+    // A load first, so that polls of a task already settled write nothing.
+    if (!ref.settled.load(std::memory_order_relaxed)) {
+        ref.settled.store(true, std::memory_order_release);
+    }
+}
+
+}  // namespace
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                                       TransferStatus& status) {
@@ -295,22 +335,18 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
     if (!ref.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
-        return Status::OK();
+    } else {
+        CHECK_STATUS(
+            ref.transport->getTransferStatus(ref.sub, ref.sub_task, status));
     }
-    CHECK_STATUS(
-        ref.transport->getTransferStatus(ref.sub, ref.sub_task, status));
-    // A load first, so that polls of a task already settled write nothing.
-    if (status.s != PENDING && status.s != INITIAL &&
-        !ref.settled.load(std::memory_order_relaxed)) {
-        ref.settled.store(true, std::memory_order_release);
-    }
+    if (status.s != PENDING && status.s != INITIAL) settleTask(ref, status);
     return Status::OK();
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
                                              TransferStatus& status) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = pinBatch(batches_, batch_id);
+    EngineBatch* batch = pinBatch(batch_id);
     if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
     EngineBatchPin pin(batch);
     const size_t count = batch->published.load(std::memory_order_acquire);
@@ -320,19 +356,26 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
             " out of range (batch " + std::to_string(batch_id) + " has " +
             std::to_string(count) + " tasks)");
     }
-    return taskStatus(*batch, task_id, status);
+    CHECK_STATUS(taskStatus(*batch, task_id, status));
+    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
+        fireNotifyHooks(*batch, /*wait=*/false);
+    }
+    return Status::OK();
 }
 
 Status TransferEngineImpl::getTransferStatus(
     BatchID batch_id, std::vector<TransferStatus>& status_list) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = pinBatch(batches_, batch_id);
+    EngineBatch* batch = pinBatch(batch_id);
     if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
     EngineBatchPin pin(batch);
     const size_t count = batch->published.load(std::memory_order_acquire);
     status_list.assign(count, TransferStatus());
     for (size_t i = 0; i < count; ++i) {
         CHECK_STATUS(taskStatus(*batch, i, status_list[i]));
+    }
+    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
+        fireNotifyHooks(*batch, /*wait=*/false);
     }
     return Status::OK();
 }
@@ -353,6 +396,13 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id,
     }
     overall.s = pending ? PENDING : (failed ? FAILED : COMPLETED);
     return Status::OK();
+}
+
+Status TransferEngineImpl::progressBatch(BatchID batch_id,
+                                         TransferStatus& overall) {
+    // Reading every task is the step: transports here make progress on
+    // their own threads or when polled, and there is no failover to drive.
+    return getTransferStatus(batch_id, overall);
 }
 
 }  // namespace mooncake::tent

@@ -154,6 +154,11 @@ void EngineBatch::reset() {
     }
     more_subs.clear();
     sub_count = 0;
+    {
+        std::lock_guard<std::mutex> lock(hooks_mu);
+        hooks.clear();
+        open_hooks.store(0, std::memory_order_relaxed);
+    }
     published.store(0, std::memory_order_relaxed);
     if (tasks.size() > kKeptTasks) std::vector<TaskRef>().swap(tasks);
 }

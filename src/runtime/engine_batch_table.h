@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -52,12 +53,15 @@ struct EngineBatch {
             : transport(other.transport),
               sub(other.sub),
               sub_task(other.sub_task),
-              settled(other.settled.load(std::memory_order_relaxed)) {}
+              settled(other.settled.load(std::memory_order_relaxed)),
+              verdict(other.verdict.load(std::memory_order_relaxed)) {}
         TaskRef& operator=(const TaskRef& other) {
             transport = other.transport;
             sub = other.sub;
             sub_task = other.sub_task;
             settled.store(other.settled.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+            verdict.store(other.verdict.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
             return *this;
         }
@@ -69,6 +73,23 @@ struct EngineBatch {
         // a final status never changes, so freeBatch() need not ask the
         // transport about this task again.
         std::atomic<bool> settled{false};
+        // What the task's status reads once final, decided once (compare-
+        // and-swap) so that a cancel and a status read racing on it agree:
+        // kOpen, kCancelRequested (cancelTransfer() waits for the transport
+        // to finish the task), or kFinal + the TransferStatusEnum it ended.
+        static constexpr uint8_t kOpen = 0;
+        static constexpr uint8_t kCancelRequested = 1;
+        static constexpr uint8_t kFinal = 2;
+        std::atomic<uint8_t> verdict{kOpen};
+    };
+    // A submission's notification: sent to `peers` once the tasks
+    // [begin, end) all read COMPLETED; dropped when one ends otherwise.
+    struct NotifyHook {
+        size_t begin = 0;
+        size_t end = 0;
+        std::vector<std::string> peers;
+        Notification notifi;
+        bool done = false;
     };
     using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
 
@@ -118,6 +139,13 @@ struct EngineBatch {
     // Frees every sub-batch and empties the batch for reuse; called once
     // no reader or submitter can reach it any more.
     void reset();
+
+    // Notifications waiting for their submission's tasks; hooks_mu guards
+    // `hooks`, and open_hooks (how many are not done) lets a status read
+    // of a batch without any skip the lock.
+    std::mutex hooks_mu;
+    std::vector<NotifyHook> hooks;
+    std::atomic<size_t> open_hooks{0};
 
     // Next free slot while this one is on the table's free list.
     std::atomic<uint32_t> next_free{0};

@@ -10,14 +10,13 @@
 //    buffers register and unregister meanwhile; the range counts as
 //    registered (for freeLocalMemory) until every transport let go.
 #include <glog/logging.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 
+#include "runtime/location_parse.h"
 #include "runtime/transfer_engine_impl.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -27,6 +26,47 @@ std::string describe(const void* addr, size_t size) {
     std::ostringstream os;
     os << addr << " (length " << size << ")";
     return os.str();
+}
+
+// Where the buffer lives, as the platform sees it. A location the caller
+// gave must agree on host versus device (and on the device); for host
+// memory the caller's NUMA node is kept, since the platform may not know it.
+Status locateBuffer(void* addr, size_t size, const Location& given,
+                    Location& out) {
+    ParsedLocation want;
+    Status s = parseLocation(given, want);
+    if (!s.ok()) {
+        return Status::InvalidArgument("cannot register buffer " +
+                                       describe(addr, size) + ": " +
+                                       std::string(s.message()));
+    }
+    std::shared_ptr<Platform> platform = currentPlatform();
+    Location found;
+    s = platform->locate(addr, size, found);
+    if (!s.ok()) {
+        return Status(s.code(), "cannot register buffer " +
+                                    describe(addr, size) + ": " +
+                                    std::string(s.message()));
+    }
+    if (want.wildcard) {
+        out = found;
+        return Status::OK();
+    }
+    ParsedLocation have;
+    s = parseLocation(found, have);
+    bool agree = s.ok() && have.device == want.device &&
+                 (!want.device || have.index == want.index);
+    if (!agree) {
+        std::string why = "cannot register buffer " + describe(addr, size) +
+                          " at location " + given + ": the " +
+                          platform->name() + " platform locates it at " + found;
+        if (want.device && std::string(platform->name()) == "cpu") {
+            why += " (device memory needs a build with USE_CUDA=ON)";
+        }
+        return Status::InvalidArgument(why);
+    }
+    out = want.device || given == "cpu" ? found : given;
+    return Status::OK();
 }
 
 }  // namespace
@@ -39,23 +79,13 @@ Status TransferEngineImpl::allocateLocalMemory(void** addr, size_t size,
     if (size == 0) {
         return Status::InvalidArgument("allocateLocalMemory: size is zero");
     }
-    if (options.location.rfind("cuda", 0) == 0) {
-        return Status::NotImplemented("cannot allocate at location " +
-                                      options.location +
-                                      ": device memory needs a USE_CUDA build");
-    }
-    // Page alignment keeps buffers eligible for registration by transports
-    // that pin memory.
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::shared_ptr<Platform> platform = currentPlatform();
     void* ptr = nullptr;
-    int rc = ::posix_memalign(&ptr, page, size);
-    if (rc != 0) {
-        return Status::InternalError("cannot allocate " + std::to_string(size) +
-                                     " bytes: " + std::strerror(rc));
-    }
+    Status s = platform->allocate(&ptr, size, options.location);
+    if (!s.ok()) return s;
     {
         std::lock_guard<std::mutex> lock(memory_mu_);
-        allocations_[ptr] = size;
+        allocations_[ptr] = Allocation{size, options.location, platform};
     }
     *addr = ptr;
     return Status::OK();
@@ -86,7 +116,8 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
            << " was not allocated by allocateLocalMemory";
         return Status::InvalidArgument(os.str());
     }
-    auto still = registeredWithin(reinterpret_cast<uint64_t>(addr), it->second);
+    auto still =
+        registeredWithin(reinterpret_cast<uint64_t>(addr), it->second.size);
     if (!still.empty()) {
         const auto& [base, reg] = still.front();
         std::string names;
@@ -100,9 +131,10 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
                            : " is still registered with ") +
             names + "; unregister it before freeing the memory");
     }
-    std::free(it->first);
+    const Allocation& a = it->second;
+    Status s = a.platform->free(it->first, a.size, a.location);
     allocations_.erase(it);
-    return Status::OK();
+    return s;
 }
 
 Status TransferEngineImpl::registerLocalMemory(
@@ -132,6 +164,11 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
                                        describe(addr, size) +
                                        ": null address or zero length");
     }
+    // Located before taking memory_mu_: a device platform's query may be
+    // slow, and it needs nothing the lock guards.
+    Location location;
+    Status located = locateBuffer(addr, size, options.location, location);
+    if (!located.ok()) return located;
     std::lock_guard<std::mutex> lock(memory_mu_);
     const uint64_t base = reinterpret_cast<uint64_t>(addr);
     if (registered_.count(base)) {
@@ -141,7 +178,7 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
     BufferDesc desc;
     desc.addr = base;
     desc.length = size;
-    desc.location = options.location;
+    desc.location = location;
     // Every loaded transport is asked, whatever its capabilities: one that
     // cannot serve this memory says so and is simply left off the list.
     std::vector<Transport*> accepted;

@@ -75,6 +75,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
               << segments_->cacheTtl().count()
               << ", rpc/timeout_ms=" << p2p_fetcher->timeoutMs();
     CHECK_STATUS(startControlPlane());
+    CHECK_STATUS(startNotifications());
     if (store_) CHECK_STATUS(claimSegmentName());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_));
@@ -160,11 +161,17 @@ void TransferEngineImpl::teardown() {
         }
     }
     transports_.clear();
+    // Before the control service: its Notify handler fills inbox_.
+    if (channel_) channel_->stop();
     if (control_) control_->stop();
+    channel_.reset();
+    inbox_.reset();
     control_.reset();
     {
         std::lock_guard<std::mutex> lock(memory_mu_);
-        for (auto& entry : allocations_) std::free(entry.first);
+        for (auto& [ptr, a] : allocations_) {
+            a.platform->free(ptr, a.size, a.location);
+        }
         allocations_.clear();
         registered_.clear();
     }

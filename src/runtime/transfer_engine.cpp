@@ -3,6 +3,7 @@
 #include "tent/transfer_engine.h"
 
 #include "runtime/transfer_engine_impl.h"
+#include "tent/runtime/topology.h"
 
 namespace mooncake::tent {
 
@@ -35,6 +36,31 @@ uint16_t TransferEngine::getRpcServerPort() const { return impl_->rpcPort(); }
 
 std::vector<std::string> TransferEngine::getSupportedTransports() const {
     return impl_->installedTransportNames();
+}
+
+std::shared_ptr<Topology> TransferEngine::getLocalTopology() const {
+    return impl_->localTopology();
+}
+
+std::string TransferEngine::getLocalTopologyString() const {
+    std::shared_ptr<Topology> topology = impl_->localTopology();
+    if (!topology) return "{}";
+    Json::StreamWriterBuilder builder;
+    builder["indentation"] = "";
+    return Json::writeString(builder, topology->toJson());
+}
+
+Status TransferEngine::exportLocalSegment(std::string& shared_handle) {
+    return Status::NotImplemented(
+        "exportLocalSegment is not implemented (no shared-handle segments "
+        "in this tree)");
+}
+
+Status TransferEngine::importRemoteSegment(SegmentID& handle,
+                                           const std::string& shared_handle) {
+    return Status::NotImplemented(
+        "importRemoteSegment is not implemented (no shared-handle segments "
+        "in this tree)");
 }
 
 Status TransferEngine::openSegment(SegmentID& handle,
@@ -86,6 +112,12 @@ Status TransferEngine::registerLocalMemory(void* addr, size_t size,
     return impl_->registerLocalMemory({addr}, {size}, options);
 }
 
+Status TransferEngine::registerLocalMemory(std::vector<void*> addr_list,
+                                           std::vector<size_t> size_list,
+                                           MemoryOptions& options) {
+    return impl_->registerLocalMemory(addr_list, size_list, options);
+}
+
 Status TransferEngine::unregisterLocalMemory(void* addr, size_t size) {
     return impl_->unregisterLocalMemory({addr}, {size});
 }
@@ -121,6 +153,42 @@ Status TransferEngine::getTransferStatus(
 Status TransferEngine::getTransferStatus(BatchID batch_id,
                                          TransferStatus& overall_status) {
     return impl_->getTransferStatus(batch_id, overall_status);
+}
+
+Status TransferEngine::submitTransfer(BatchID batch_id,
+                                      const std::vector<Request>& request_list,
+                                      const Notification& notifi) {
+    return impl_->submitTransfer(batch_id, request_list, notifi);
+}
+
+Status TransferEngine::cancelTransfer(BatchID batch_id, size_t task_id) {
+    return impl_->cancelTransfer(batch_id, task_id);
+}
+
+Status TransferEngine::sendNotification(SegmentID target_id,
+                                        const Notification& notifi) {
+    return impl_->sendNotification(target_id, notifi);
+}
+
+Status TransferEngine::receiveNotification(
+    std::vector<Notification>& notifi_list) {
+    return impl_->receiveNotification(notifi_list);
+}
+
+Status TransferEngine::probePeerAliveByID(SegmentID target_id) {
+    return impl_->probePeerAliveByID(target_id);
+}
+
+Status TransferEngine::progressBatch(BatchID batch_id,
+                                     TransferStatus& overall_status) {
+    return impl_->progressBatch(batch_id, overall_status);
+}
+
+Status TransferEngine::getNicLoadStats(std::vector<NicLoadStats>& stats) const {
+    stats.clear();
+    return Status::NotImplemented(
+        "getNicLoadStats: no transport in this tree reports NIC load (it "
+        "needs RDMA NICs)");
 }
 
 }  // namespace mooncake::tent

@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "runtime/engine_batch_table.h"
+#include "runtime/notification_channel.h"
+#include "runtime/notification_inbox.h"
 #include "tent/common/config.h"
 #include "tent/common/status.h"
 #include "tent/common/types.h"
 #include "tent/runtime/control_plane.h"
 #include "tent/runtime/metastore.h"
+#include "tent/runtime/platform.h"
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/topology.h"
 #include "tent/runtime/transport.h"
@@ -76,6 +79,19 @@ class TransferEngineImpl {
     Status getTransferStatus(BatchID batch_id,
                              std::vector<TransferStatus>& status_list);
     Status getTransferStatus(BatchID batch_id, TransferStatus& overall);
+    Status progressBatch(BatchID batch_id, TransferStatus& overall);
+
+    // engine_batch_notify.cpp
+    Status submitTransfer(BatchID batch_id,
+                          const std::vector<Request>& request_list,
+                          const Notification& notifi);
+    Status sendNotification(SegmentID target_id, const Notification& notifi);
+    Status receiveNotification(std::vector<Notification>& notifi_list);
+    Status probePeerAliveByID(SegmentID target_id);
+    std::shared_ptr<Topology> localTopology() const;
+
+    // engine_batch_cancel.cpp
+    Status cancelTransfer(BatchID batch_id, size_t task_id);
 
  private:
     struct Loaded {
@@ -102,6 +118,13 @@ class TransferEngineImpl {
 
     // engine_batch.cpp
     Transport* transportOf(TransportType type) const;
+    // The batch `id` names, pinned for a lock-free read; null when the id
+    // is not allocated (never, or freed already).
+    EngineBatch* pinBatch(BatchID id) const;
+    // submitTransfer(); `hook`, when given, is recorded for the new tasks.
+    Status submitInternal(BatchID batch_id,
+                          const std::vector<Request>& request_list,
+                          EngineBatch::NotifyHook* hook);
     // Task `task_id` (< batch.published) of a batch the caller pinned, or
     // holds kFreeing on.
     Status taskStatus(EngineBatch& batch, size_t task_id,
@@ -112,6 +135,17 @@ class TransferEngineImpl {
     // counted: OK once none is left, the timeout error (naming the count
     // and batch/free_timeout_ms) when some still are at the deadline.
     Status waitForTasks(EngineBatch& batch, BatchID batch_id, size_t in_flight);
+
+    // engine_batch_notify.cpp: sends the notification of every submission
+    // of `batch` whose tasks all completed (drops it when one ended
+    // otherwise). `wait`: take the hooks' lock even when another reader
+    // holds it (freeBatch()); a status read skips instead.
+    void fireNotifyHooks(EngineBatch& batch, bool wait);
+    Status startNotifications();
+
+    // Default of batch/cancel_timeout_ms: how long cancelTransfer() waits
+    // for a transport that cannot stop a task in flight to finish it.
+    static constexpr int kDefaultCancelTimeoutMs = 5000;
 
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.
@@ -149,13 +183,23 @@ class TransferEngineImpl {
         uint64_t addr, uint64_t size) const;
 
     std::mutex memory_mu_;
-    // allocateLocalMemory() blocks: base -> size.
-    std::map<void*, size_t> allocations_;
+    // allocateLocalMemory() blocks by base, each freed by the platform
+    // that allocated it (a test may swap the current one meanwhile).
+    struct Allocation {
+        size_t size = 0;
+        Location location;
+        std::shared_ptr<Platform> platform;
+    };
+    std::map<void*, Allocation> allocations_;
     // Registered buffers by base address.
     std::map<uint64_t, Registration> registered_;
 
     // User batches by id; see engine_batch_table.h.
     EngineBatchTable batches_;
+
+    // Notifications: what peers sent us, and how we send ours.
+    std::unique_ptr<NotificationInbox> inbox_;
+    std::unique_ptr<NotificationChannel> channel_;
 };
 
 }  // namespace mooncake::tent

@@ -16,6 +16,15 @@ using Location = std::string;
 static constexpr SegmentID LOCAL_SEGMENT_ID = 0;
 static const Location kWildcardLocation = "*";
 
+// A short message from one engine to another: sendNotification(), or
+// submitTransfer() with a notification, which delivers it once the data of
+// that submission is complete at the target. `name` and `msg` are opaque
+// bytes to the engine.
+struct Notification {
+    std::string name;
+    std::string msg;
+};
+
 // Values are serialized (segment descriptors, the C API), so new transports
 // are appended before the sentinel and existing values never move.
 enum TransportType : int {
@@ -68,6 +77,14 @@ struct Request {
     int priority = 0;
     // Overrides policy and buffer order when not UNSPEC.
     TransportType transport_hint = UNSPEC;
+};
+
+// One NIC's load, as upstream reports it for RDMA NICs (see
+// TransferEngine::getNicLoadStats()).
+struct NicLoadStats {
+    std::string device_name;
+    uint64_t inflight_bytes = 0;
+    double ewma_bandwidth_bps = 0.0;
 };
 
 enum Permission {

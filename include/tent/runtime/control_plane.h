@@ -15,6 +15,8 @@
 // nothing of segments.
 #pragma once
 
+#include <json/json.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,6 +33,10 @@ class RpcServer;
 // {"status":"ok","segment":<descriptor>}. The RPC layer (src/rpc/) carries
 // ops by name and knows none of them.
 inline constexpr const char* kOpGetSegmentDesc = "GetSegmentDesc";
+// Further ops the engine serves through serveOp(): a notification for this
+// engine, and a liveness probe (an empty request, an empty reply).
+inline constexpr const char* kOpNotify = "Notify";
+inline constexpr const char* kOpProbe = "Probe";
 
 class ControlService {
  public:
@@ -39,9 +45,10 @@ class ControlService {
     // Largest reply frame a client accepts, in bytes: a descriptor with
     // many buffers is large, and the client asked for it.
     static constexpr uint32_t kMaxFrameSize = 64u << 20;
-    // Largest request payload the server reads. GetSegmentDesc, the only
-    // request, is {"op":"GetSegmentDesc"} (23 bytes); the rest is slack for
-    // whitespace, not room for a hostile length prefix to allocate.
+    // Largest GetSegmentDesc request payload the server reads:
+    // {"op":"GetSegmentDesc"} is 23 bytes; the rest is slack for
+    // whitespace, not room for a hostile length prefix to allocate. Ops
+    // added with serveOp() bring their own cap; the largest caps a frame.
     static constexpr uint32_t kMaxRequestSize = 1024;
 
     // Peers asking for our descriptor are served `manager`'s getLocal().
@@ -51,6 +58,15 @@ class ControlService {
     ControlService& operator=(const ControlService&) = delete;
 
     SegmentManager& segmentManager() { return *manager_; }
+
+    // Fills `reply` (the server adds "status") or returns the error the
+    // peer receives.
+    using OpHandler =
+        std::function<Status(const Json::Value& request, Json::Value& reply)>;
+    // Serves `op` beside GetSegmentDesc; a request payload above
+    // `max_request_bytes` is refused before it is decoded.
+    void serveOp(const std::string& op, uint32_t max_request_bytes,
+                 OpHandler handler);
 
     // Reads the server limits rpc/idle_timeout_ms, rpc/frame_timeout_ms and
     // rpc/max_connections (defaults 60000, 10000, 256); they apply from the

@@ -62,6 +62,13 @@ class Transport {
                                      TransferStatus& status) = 0;
 
     virtual bool supportsCancellation() const { return false; }
+    // Asks the transport to stop task `task_id`: one it has not started
+    // reads CANCELED at once and is never touched; one in flight ends
+    // (CANCELED or FAILED) once the transport no longer touches its
+    // buffers. Only called when supportsCancellation().
+    virtual Status cancelTransferTask(SubBatchRef batch, int task_id) {
+        return unsupported("cancelTransferTask");
+    }
 
     // Registers `desc` with this transport; on success the transport
     // appends its type to desc.transports.

@@ -18,6 +18,7 @@
 #include "mpcomm_peer_resolver.h"
 #include "mpcomm_registration.h"
 #include "mpcomm_transport_config.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -255,13 +256,30 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
     return batches_->getTransferStatus(batch, task_id, status);
 }
 
+// Device memory goes to the provider (which pins it through
+// nvidia-peermem) only while the transport declares GPU support; otherwise
+// a device pointer would be registered as host memory.
+Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
+    if (!isDeviceLocation(desc.location) || caps.gpu_to_gpu) {
+        return Status::OK();
+    }
+    return Status::InvalidArgument(
+        "mpcomm transport cannot register device memory at " + desc.location +
+        ": GPU memory support is off (nvidia_peermem not loaded, or "
+        "transports/mpcomm/disable_gpu_direct_rdma is true)");
+}
+
 Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
                                         const MemoryOptions& options) {
+    CHECK_STATUS(checkDeviceSupport(desc));
     return buffers_->add(desc);
 }
 
 Status MpcommTransport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
                                         const MemoryOptions& options) {
+    for (const BufferDesc& desc : desc_list) {
+        CHECK_STATUS(checkDeviceSupport(desc));
+    }
     return buffers_->add(desc_list);
 }
 

@@ -34,7 +34,9 @@ bool TcpBufferTable::Pin::retiring() const {
     return entry_ && entry_->retiring.load(std::memory_order_acquire);
 }
 
-Status TcpBufferTable::add(uint64_t base, uint64_t length) {
+bool TcpBufferTable::Pin::device() const { return entry_ && entry_->device; }
+
+Status TcpBufferTable::add(uint64_t base, uint64_t length, bool device) {
     if (length > UINT64_MAX - base) {
         return Status::InvalidArgument("buffer " + hexRange(base, length) +
                                        " wraps past the end of the address "
@@ -43,6 +45,7 @@ Status TcpBufferTable::add(uint64_t base, uint64_t length) {
     auto entry = std::make_shared<Entry>();
     entry->base = base;
     entry->length = length;
+    entry->device = device;
     std::lock_guard<std::mutex> lock(mu_);
     // A replaced entry keeps its in-flight pins: they hold it alive and
     // unpin against it, and no new access can find it.

@@ -48,6 +48,8 @@ class TcpBufferTable {
         void release();
         // True once remove() began on the buffer: stop touching it.
         bool retiring() const;
+        // True for device memory: its bytes move through the stager.
+        bool device() const;
 
      private:
         TcpBufferTable* table_ = nullptr;
@@ -57,7 +59,8 @@ class TcpBufferTable {
 
     // Registers [base, base + length); re-registering a base replaces the
     // length. InvalidArgument when the range wraps past 2^64.
-    Status add(uint64_t base, uint64_t length);
+    // `device` marks device memory (staged, never touched directly).
+    Status add(uint64_t base, uint64_t length, bool device = false);
     // Unregisters the buffer at `base` as described above (`length` only
     // names the range in errors). InvalidArgument when none is registered
     // there; InternalError (naming the range) in the unlikely case that
@@ -73,6 +76,7 @@ class TcpBufferTable {
     struct Entry {
         uint64_t base = 0;
         uint64_t length = 0;
+        bool device = false;
         std::atomic<bool> retiring{false};
         // Guarded by the table's mu_.
         std::multiset<int> fds;

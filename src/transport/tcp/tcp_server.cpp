@@ -8,6 +8,7 @@
 #include "net/stream_server.h"
 #include "tent/transport/tcp/tcp_transport.h"
 #include "transport/tcp/tcp_buffers.h"
+#include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
@@ -32,12 +33,19 @@ Status sendReply(int fd, uint32_t code, uint64_t length,
 // pin is released, the rest of the payload is drained unstored, and the
 // request is answered as a bad range.
 Status serveWrite(int fd, const tcp_wire::RequestHeader& req,
-                  TcpBufferTable::Pin& pin, net::Deadline deadline) {
+                  TcpBufferTable::Pin& pin, TcpStager* stager,
+                  net::Deadline deadline) {
     char* mem = reinterpret_cast<char*>(req.addr);
     uint64_t done = 0;
+    if (pin.device()) {
+        // Staged slice by slice; retirement is checked between slices.
+        CHECK_STATUS(stager->recv(
+            fd, mem, req.length, deadline, [&] { return !pin.retiring(); },
+            &done));
+    }
     // Retirement is checked after each slice, never before the first: a
     // pinned access always starts, and remove() fences it either way.
-    while (done < req.length) {
+    while (!pin.device() && done < req.length) {
         uint64_t n = std::min(kSlice, req.length - done);
         CHECK_STATUS(net::recvPayload(fd, mem + done, n, deadline));
         done += n;
@@ -55,9 +63,19 @@ Status serveWrite(int fd, const tcp_wire::RequestHeader& req,
 // READ from pinned memory. The reply header promises every byte, so a
 // buffer retiring part way ends the connection instead.
 Status serveRead(int fd, const tcp_wire::RequestHeader& req,
-                 TcpBufferTable::Pin& pin, net::Deadline deadline) {
+                 TcpBufferTable::Pin& pin, TcpStager* stager,
+                 net::Deadline deadline) {
     const char* mem = reinterpret_cast<const char*>(req.addr);
     CHECK_STATUS(sendReply(fd, tcp_wire::kReplyOk, req.length, deadline));
+    if (pin.device()) {
+        Status s = stager->send(fd, mem, req.length, deadline,
+                                [&] { return !pin.retiring(); });
+        if (!s.ok() && pin.retiring()) {
+            return Status::InvalidArgument(
+                "the buffer was unregistered during the READ");
+        }
+        return s;
+    }
     for (uint64_t done = 0; done < req.length;) {
         uint64_t n = std::min(kSlice, req.length - done);
         CHECK_STATUS(net::sendPayload(fd, mem + done, n, deadline));
@@ -98,8 +116,8 @@ bool TcpTransport::serveFrame(int fd, const std::string& peer,
         // right after is fenced by the pin (see serveWrite/serveRead).
         TcpBufferTable::Pin pin = buffers_->pin(req.addr, req.length, fd);
         if (pin) {
-            s = is_write ? serveWrite(fd, req, pin, deadline)
-                         : serveRead(fd, req, pin, deadline);
+            s = is_write ? serveWrite(fd, req, pin, stager_.get(), deadline)
+                         : serveRead(fd, req, pin, stager_.get(), deadline);
         } else {
             pin.release();
             LOG(WARNING) << "TcpTransport: refused "

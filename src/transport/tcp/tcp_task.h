@@ -22,7 +22,9 @@ struct TcpTransport::Task {
     // two strings below stay valid without copying them for every request.
     SegmentDescRef desc;
     const std::string* endpoint = nullptr;  // "<host>:<port>" of its listener
-    const std::string& segment() const {    // its name, for log lines
+    // The local side (request.source) is device memory: staged.
+    bool local_device = false;
+    const std::string& segment() const {  // its name, for log lines
         static const std::string unknown = "(unknown)";
         return desc ? desc->name : unknown;
     }

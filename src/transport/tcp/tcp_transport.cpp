@@ -6,10 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "common/range_check.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
+#include "tent/runtime/platform.h"
 #include "transport/tcp/tcp_buffers.h"
+#include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
 
@@ -44,6 +48,9 @@ constexpr int kMaxSendBufferBytes = 1 << 30;
 // transports/tcp/min_slice_bytes: below 64 KiB a slice costs more in its
 // round trip than it moves; above one frame's limit it would need several.
 constexpr int kMinSliceBytes = 64 * 1024;
+// transports/tcp/staging_slice_bytes: the same floor; the pool holds at
+// least one slice and at most 64 GiB.
+constexpr int64_t kMaxStagingPoolBytes = 64ll << 30;
 
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
@@ -71,6 +78,17 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     CHECK_STATUS(checkInRange("transports/tcp/min_slice_bytes", slice,
                               kMinSliceBytes,
                               static_cast<int64_t>(tcp_wire::kMaxChunk)));
+    int staging_slice = conf->get("transports/tcp/staging_slice_bytes",
+                                  out.staging_slice_bytes);
+    CHECK_STATUS(checkInRange("transports/tcp/staging_slice_bytes",
+                              staging_slice, kMinSliceBytes,
+                              static_cast<int64_t>(tcp_wire::kMaxChunk)));
+    int64_t staging_pool =
+        conf->get("transports/tcp/staging_pool_bytes", out.staging_pool_bytes);
+    CHECK_STATUS(checkInRange("transports/tcp/staging_pool_bytes", staging_pool,
+                              staging_slice, kMaxStagingPoolBytes));
+    out.staging_slice_bytes = staging_slice;
+    out.staging_pool_bytes = staging_pool;
     out.timeout_ms = timeout_ms;
     out.workers = workers;
     out.min_slice_bytes = slice;
@@ -126,12 +144,27 @@ Status TcpTransport::install(std::string& local_segment_name,
         return Status(s.code(), "tcp transport cannot publish its endpoint " +
                                     endpoint + ": " + std::string(s.message()));
     }
-    CHECK_STATUS(server_->start(fd, limits));
+    // Device memory exists only where the platform is not the CPU one
+    // (USE_CUDA=ON, or a test platform); only then is there anything to
+    // stage.
+    platform_ = currentPlatform();
+    if (std::string(platform_->name()) != "cpu") {
+        stager_ = std::make_unique<TcpStager>(
+            platform_, static_cast<uint64_t>(settings_.staging_pool_bytes),
+            static_cast<uint64_t>(settings_.staging_slice_bytes),
+            settings_.workers);
+    }
+    s = server_->start(fd, limits);
+    if (!s.ok()) {
+        stager_.reset();
+        return s;
+    }
     metadata_ = std::move(metadata);
     listen_port_ = port;
     endpoint_ = endpoint;
     caps = Capabilities();
     caps.dram_to_dram = true;
+    caps.dram_to_gpu = caps.gpu_to_dram = caps.gpu_to_gpu = stager_ != nullptr;
     running_.store(true);
     for (int i = 0; i < settings_.workers; ++i) {
         workers_.emplace_back(&TcpTransport::workerLoop, this);
@@ -140,7 +173,13 @@ Status TcpTransport::install(std::string& local_segment_name,
               << settings_.workers << " workers, timeout "
               << settings_.timeout_ms << " ms, send buffer "
               << settings_.send_buffer_bytes << " bytes, slices of at least "
-              << settings_.min_slice_bytes << " bytes)";
+              << settings_.min_slice_bytes << " bytes"
+              << (stager_ ? ", device memory staged through at most " +
+                                std::to_string(settings_.staging_pool_bytes) +
+                                " bytes in slices of " +
+                                std::to_string(settings_.staging_slice_bytes)
+                          : std::string())
+              << ")";
     return Status::OK();
 }
 
@@ -164,6 +203,8 @@ Status TcpTransport::uninstall() {
     for (std::thread& t : workers_) t.join();
     workers_.clear();
     failQueued();
+    // Every user of the stager (server connections, workers) is gone.
+    stager_.reset();
     return Status::OK();
 }
 
@@ -202,11 +243,15 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
                                        hexRange(desc.addr, desc.length) +
                                        ": length is zero");
     }
-    if (desc.location.rfind("cuda", 0) == 0) {
+    const bool device = isDeviceLocation(desc.location);
+    if (device && !stager_) {
         return Status::InvalidArgument(
-            "tcp transport cannot register device memory at " + desc.location);
+            "tcp transport cannot register device memory at " + desc.location +
+            ": the " + (platform_ ? platform_->name() : "cpu") +
+            " platform has none (device memory needs a build with "
+            "USE_CUDA=ON)");
     }
-    CHECK_STATUS(buffers_->add(desc.addr, desc.length));
+    CHECK_STATUS(buffers_->add(desc.addr, desc.length, device));
     for (TransportType t : desc.transports) {
         if (t == TCP) return Status::OK();
     }
@@ -222,6 +267,16 @@ Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
 
 size_t TcpTransport::activeAccesses() const {
     return buffers_->activeAccesses();
+}
+
+TcpTransport::StagingStats TcpTransport::stagingStats() const {
+    StagingStats out;
+    if (!stager_) return out;
+    TcpStager::Stats s = stager_->stats();
+    out.slices = s.slices;
+    out.pipelined = s.pipelined;
+    out.buffers = s.buffers;
+    return out;
 }
 
 Status TcpTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
@@ -302,6 +357,19 @@ Status TcpTransport::submitTransferTasks(
             task->finish(FAILED);
             continue;
         }
+        if (stager_ && r.length > 0) {
+            // Where the local side lives decides whether it is staged; a
+            // platform that cannot say fails the task rather than hand a
+            // device pointer to a socket.
+            Location where;
+            s = platform_->locate(r.source, r.length, where);
+            if (!s.ok()) {
+                LOG(WARNING) << "TcpTransport: task failed: " << s.message();
+                task->finish(FAILED);
+                continue;
+            }
+            task->local_device = isDeviceLocation(where);
+        }
         task->units_left.store(Task::units(r.length, r.length),
                                std::memory_order_relaxed);
         slices += maxSlices(r.length, settings_.min_slice_bytes);
@@ -322,6 +390,36 @@ Status TcpTransport::submitTransferTasks(
     // uninstall() may have drained the queue between the check above and
     // the push; whatever it missed is failed here rather than left PENDING.
     if (!running_.load()) failQueued();
+    return Status::OK();
+}
+
+Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
+    auto* sub = static_cast<TcpSubBatch*>(batch);
+    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    std::shared_ptr<Task> task;
+    {
+        std::lock_guard<std::mutex> lock(sub->mu);
+        if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
+            return Status::InvalidArgument(
+                "tcp transport: task id " + std::to_string(task_id) +
+                " out of range (" + std::to_string(sub->tasks.size()) +
+                " submitted)");
+        }
+        task = sub->tasks[task_id];
+    }
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    // Slices claimed later (none, once out of the queue) and slices not
+    // yet on the wire skip the network.
+    task->failed.store(true, std::memory_order_relaxed);
+    auto it = std::find(queue_.begin(), queue_.end(), task);
+    if (it == queue_.end()) return Status::OK();  // final or all claimed
+    queue_.erase(it);
+    if (task->next_offset == 0) {
+        // No worker ever saw it.
+        task->finish(CANCELED);
+    } else {
+        task->settle(task->request.length - task->next_offset, false);
+    }
     return Status::OK();
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "net/socket_io.h"
+#include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
 
@@ -24,8 +25,9 @@ net::Deadline stepDeadline(int timeout_ms) {
 // One slice, [offset, offset + length) of the request, as one frame on one
 // connection. A non-OK status with `connection_ok` still true means the
 // peer refused the range but the connection is in step and reusable.
+// `stager` is set when the local side is device memory.
 Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
-                int timeout_ms, bool& connection_ok) {
+                int timeout_ms, TcpStager* stager, bool& connection_ok) {
     connection_ok = false;
     const bool is_write = r.opcode == Request::WRITE;
     char* local = static_cast<char*>(r.source) + offset;
@@ -37,7 +39,9 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
     tcp_wire::encode(req, head);
     CHECK_STATUS(
         net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
-    if (is_write) {
+    if (is_write && stager) {
+        CHECK_STATUS(stager->send(fd, local, length, stepDeadline(timeout_ms)));
+    } else if (is_write) {
         CHECK_STATUS(net::sendAll(fd, local, length, stepDeadline(timeout_ms)));
     }
     unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
@@ -57,7 +61,9 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
             "reply carries " + std::to_string(reply.length) +
             " bytes, expected " + std::to_string(expect));
     }
-    if (!is_write) {
+    if (!is_write && stager) {
+        CHECK_STATUS(stager->recv(fd, local, length, stepDeadline(timeout_ms)));
+    } else if (!is_write) {
         CHECK_STATUS(net::recvAll(fd, local, length, stepDeadline(timeout_ms)));
     }
     connection_ok = true;
@@ -144,6 +150,7 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
         bool connection_ok = false;
         const auto started = std::chrono::steady_clock::now();
         s = transfer(it->second, r, offset, length, settings_.timeout_ms,
+                     task.local_device ? stager_.get() : nullptr,
                      connection_ok);
         const bool waited_out = std::chrono::steady_clock::now() - started >=
                                 std::chrono::milliseconds(settings_.timeout_ms);

@@ -3,7 +3,10 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
+
+#include "device_copy.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define SOFTMPCOMM_UNDER_TSAN 1
@@ -50,6 +53,16 @@ class PeerOrderedCopy {
 }  // namespace
 
 ssize_t recvPayloadOnce(int fd, void* dst, size_t length) {
+    if (isDeviceMemory(dst)) {
+        // Received into host memory, then copied onto the device.
+        char* bounce = bounceBuffer();
+        ssize_t n =
+            ::recv(fd, bounce, std::min(length, kBounceBytes), MSG_DONTWAIT);
+        if (n > 0 && !copyDeviceMemory(dst, bounce, static_cast<size_t>(n))) {
+            return -1;
+        }
+        return n;
+    }
     PeerOrderedCopy scope;
     return ::recv(fd, dst, length, MSG_DONTWAIT);
 }
@@ -69,8 +82,29 @@ ssize_t sendPayloadOnce(int fd, const FrameParts& parts, uint64_t sent) {
         sent = 0;
     };
     add(parts.head, parts.head_length);
-    add(parts.payload, parts.payload_length);
-    add(parts.tail, parts.tail_length);
+    if (parts.payload_length > 0 && isDeviceMemory(parts.payload)) {
+        // The unsent part of the payload, up to one bounce buffer, copied
+        // off the device; the tail goes only once the payload is all out.
+        uint64_t done = std::min<uint64_t>(sent, parts.payload_length);
+        sent -= done;
+        uint64_t n =
+            std::min<uint64_t>(parts.payload_length - done, kBounceBytes);
+        if (n > 0) {
+            char* bounce = bounceBuffer();
+            if (!copyDeviceMemory(
+                    bounce, static_cast<const char*>(parts.payload) + done,
+                    n)) {
+                return -1;
+            }
+            pieces[count++] = iovec{bounce, static_cast<size_t>(n)};
+        }
+        if (done + n == parts.payload_length) {
+            add(parts.tail, parts.tail_length);
+        }
+    } else {
+        add(parts.payload, parts.payload_length);
+        add(parts.tail, parts.tail_length);
+    }
     msghdr message{};
     message.msg_iov = pieces;
     message.msg_iovlen = count;

@@ -254,6 +254,33 @@ TEST_F(MpcommInstall, RegistrationRegistersPublishesAndListsMpcomm) {
     EXPECT_EQ(desc.transports, (std::vector<TransportType>{TCP, MPCOMM}));
 }
 
+TEST_F(MpcommInstall, DeviceMemoryIsRefusedWhileGpuSupportIsOff) {
+    ASSERT_TRUE(install().ok());
+    BufferDesc desc = bufferAt(0x40000);
+    desc.location = "cuda:2";
+    EXPECT_EQ(transport_->addMemoryBuffer(desc, MemoryOptions{}),
+              Status::InvalidArgument(
+                  "mpcomm transport cannot register device memory at "
+                  "cuda:2: GPU memory support is off (nvidia_peermem not "
+                  "loaded, or transports/mpcomm/disable_gpu_direct_rdma is "
+                  "true)"));
+    std::vector<BufferDesc> list = {bufferAt(0x40000), desc};
+    EXPECT_FALSE(transport_->addMemoryBuffer(list, MemoryOptions{}).ok());
+    EXPECT_EQ(adapter_->register_calls, 0) << "the provider never saw it";
+    EXPECT_TRUE(desc.transports.empty());
+}
+
+TEST_F(MpcommInstall, DeviceMemoryGoesToTheProviderWithNvidiaPeermem) {
+    TempFile modules("nvidia_peermem 16384 0 - Live 0x0000000000000000\n");
+    transport_->setModulesPath(modules.path());
+    ASSERT_TRUE(install().ok());
+    BufferDesc desc = bufferAt(0x40000);
+    desc.location = "cuda:0";
+    ASSERT_TRUE(transport_->addMemoryBuffer(desc, MemoryOptions{}).ok());
+    EXPECT_EQ(adapter_->register_calls, 1);
+    EXPECT_EQ(desc.transports, std::vector<TransportType>{MPCOMM});
+}
+
 TEST_F(MpcommInstall, APublishFailureUnregistersAndLeavesTheBufferUnlisted) {
     ASSERT_TRUE(install().ok());
     adapter_->publish_error = -6;

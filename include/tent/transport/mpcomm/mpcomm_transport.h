@@ -82,6 +82,8 @@ class MpcommTransport : public Transport {
     const MpcommPeerRegistry& peers() const { return registry_; }
 
  private:
+    // OK unless `desc` is device memory and GPU support is off.
+    Status checkDeviceSupport(const BufferDesc& desc) const;
     // The single place that decides what this transport can carry.
     static Capabilities probeCapabilities(const std::string& modules_path,
                                           const Config* conf);

@@ -18,6 +18,12 @@
 // of its slices did and fails when any failed. Each step of a slice (connect,
 // header, payload, reply) is bounded by `transports/tcp/timeout_ms`; a
 // dropped connection fails the task on it.
+//
+// Device memory (where the platform has any: USE_CUDA=ON, or a test
+// platform) moves through pinned host staging buffers at both ends, in
+// both directions, pipelined (tcp_stager.h); the pool is bounded by
+// `transports/tcp/staging_pool_bytes`, its slices are
+// `transports/tcp/staging_slice_bytes`.
 #pragma once
 
 #include <atomic>
@@ -35,6 +41,9 @@
 #include "tent/runtime/transport.h"
 
 namespace mooncake::tent {
+
+class Platform;
+class TcpStager;
 
 namespace net {
 class StreamServer;
@@ -59,6 +68,12 @@ class TcpTransport : public Transport {
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
 
+    // A task still queued (no byte claimed) ends CANCELED at once; one in
+    // flight gets no further slice and ends FAILED once the slices on the
+    // wire settle.
+    bool supportsCancellation() const override { return true; }
+    Status cancelTransferTask(SubBatchRef batch, int task_id) override;
+
     Status addMemoryBuffer(BufferDesc& desc,
                            const MemoryOptions& options) override;
     Status removeMemoryBuffer(BufferDesc& desc) override;
@@ -72,6 +87,15 @@ class TcpTransport : public Transport {
     const net::StreamServer& server() const { return *server_; }
     // Peer accesses to registered memory in flight now.
     size_t activeAccesses() const;
+    // Staging of device memory since install: slices copied, how many of
+    // them overlapped another slice on the wire, and staging buffers
+    // allocated. All zero where the platform has no device memory.
+    struct StagingStats {
+        uint64_t slices = 0;
+        uint64_t pipelined = 0;
+        uint64_t buffers = 0;
+    };
+    StagingStats stagingStats() const;
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
@@ -90,6 +114,10 @@ class TcpTransport : public Transport {
         // shared among them in slices of at least this many bytes
         // (docs/performance.md, "Slices across the TCP workers").
         int min_slice_bytes = 2 * 1024 * 1024;
+        // Device memory staging (docs/gpu.md): at most this many bytes of
+        // pinned host buffers, in slices of staging_slice_bytes.
+        int64_t staging_pool_bytes = 64ll * 1024 * 1024;
+        int staging_slice_bytes = 1024 * 1024;
     };
 
  private:
@@ -116,6 +144,11 @@ class TcpTransport : public Transport {
     // of it is held across network I/O (tcp_buffers.h). Declared before
     // server_, whose connection threads pin it, so it outlives them.
     std::unique_ptr<TcpBufferTable> buffers_;
+    // The platform in force at install, and the stager for its device
+    // memory (null where it has none). Declared before server_ and the
+    // workers, which use it, so it outlives them.
+    std::shared_ptr<Platform> platform_;
+    std::unique_ptr<TcpStager> stager_;
     std::unique_ptr<net::StreamServer> server_;
 
     std::mutex conn_mu_;

@@ -1,0 +1,239 @@
+// NotificationChannel: Notify and Probe over the control plane (see the
+// header).
+#include "runtime/notification_channel.h"
+
+#include <glog/logging.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "runtime/control_client.h"
+#include "tent/runtime/control_plane.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+// Notification bytes travel hex-encoded: they are opaque to the engine and
+// need not be valid UTF-8, which JSON strings must be.
+std::string toHex(const std::string& bytes) {
+    static const char kDigits[] = "0123456789abcdef";
+    std::string out(bytes.size() * 2, '0');
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const auto b = static_cast<unsigned char>(bytes[i]);
+        out[2 * i] = kDigits[b >> 4];
+        out[2 * i + 1] = kDigits[b & 15];
+    }
+    return out;
+}
+
+int hexValue(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+bool fromHex(const std::string& hex, std::string& out) {
+    if (hex.size() % 2 != 0) return false;
+    out.assign(hex.size() / 2, '\0');
+    for (size_t i = 0; i < out.size(); ++i) {
+        const int hi = hexValue(hex[2 * i]), lo = hexValue(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        out[i] = static_cast<char>(hi << 4 | lo);
+    }
+    return true;
+}
+
+// The longest sender name a request may carry ("host:port").
+constexpr uint32_t kMaxSenderName = 512;
+
+}  // namespace
+
+NotificationChannel::NotificationChannel(std::string local_name, int timeout_ms,
+                                         int64_t max_message_bytes,
+                                         int64_t max_queued)
+    : local_name_(std::move(local_name)),
+      timeout_ms_(timeout_ms),
+      max_message_bytes_(max_message_bytes),
+      max_queued_(max_queued),
+      worker_(&NotificationChannel::run, this) {}
+
+NotificationChannel::~NotificationChannel() {
+    stop();
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    for (auto& entry : idle_) {
+        for (int fd : entry.second) ::close(fd);
+    }
+    idle_.clear();
+}
+
+uint32_t NotificationChannel::maxRequestBytes(int64_t max_message_bytes) {
+    // Hex doubles the bytes; the rest is the field names and the sender.
+    return static_cast<uint32_t>(2 * max_message_bytes + kMaxSenderName + 256);
+}
+
+Status NotificationChannel::decode(const Json::Value& request,
+                                   std::string& from, Notification& notifi) {
+    const Json::Value& sender = request["from"];
+    const Json::Value& name = request["name"];
+    const Json::Value& msg = request["msg"];
+    if (!sender.isString() || sender.asString().empty() ||
+        sender.asString().size() > kMaxSenderName) {
+        return Status::InvalidArgument(
+            "Notify: \"from\" must be a sender name of 1 to " +
+            std::to_string(kMaxSenderName) + " characters");
+    }
+    if (!name.isString() || !fromHex(name.asString(), notifi.name)) {
+        return Status::InvalidArgument("Notify: \"name\" is not a hex string");
+    }
+    if (!msg.isString() || !fromHex(msg.asString(), notifi.msg)) {
+        return Status::InvalidArgument("Notify: \"msg\" is not a hex string");
+    }
+    from = sender.asString();
+    return Status::OK();
+}
+
+Status NotificationChannel::checkSize(const Notification& notifi) const {
+    const size_t bytes = notifi.name.size() + notifi.msg.size();
+    if (bytes > static_cast<size_t>(max_message_bytes_)) {
+        return Status::InvalidArgument(
+            "notification of " + std::to_string(bytes) +
+            " bytes exceeds notification/max_message_bytes=" +
+            std::to_string(max_message_bytes_));
+    }
+    return Status::OK();
+}
+
+Status NotificationChannel::send(const std::string& peer,
+                                 const Notification& notifi) {
+    CHECK_STATUS(checkSize(notifi));
+    Json::Value request(Json::objectValue);
+    request["op"] = kOpNotify;
+    request["from"] = local_name_;
+    request["name"] = toHex(notifi.name);
+    request["msg"] = toHex(notifi.msg);
+    return call(peer, request);
+}
+
+Status NotificationChannel::probe(const std::string& peer) {
+    Json::Value request(Json::objectValue);
+    request["op"] = kOpProbe;
+    return call(peer, request);
+}
+
+Status NotificationChannel::call(const std::string& peer,
+                                 const Json::Value& request) {
+    const net::Deadline deadline = net::deadlineIn(timeout_ms_);
+    Status s;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        int fd = -1;
+        {
+            std::lock_guard<std::mutex> lock(pool_mu_);
+            auto it = idle_.find(peer);
+            if (it != idle_.end() && !it->second.empty()) {
+                fd = it->second.back();
+                it->second.pop_back();
+            }
+        }
+        const bool pooled = fd >= 0;
+        if (!pooled) {
+            std::string host;
+            uint16_t port = 0;
+            CHECK_STATUS(net::parseHostPort(peer, "segment name", host, port));
+            s = net::connectTo(host, port, deadline, fd);
+            if (!s.ok()) break;
+        }
+        Json::Value reply;
+        bool closed = false;
+        s = callControlOp(fd, request, deadline, reply, &closed);
+        if (s.ok() || s.message().find("peer refused") == 0) {
+            // In step either way: the peer answered.
+            std::lock_guard<std::mutex> lock(pool_mu_);
+            idle_[peer].push_back(fd);
+            break;
+        }
+        ::close(fd);
+        // Only a pooled connection the peer closed unread is tried again.
+        if (!pooled || !closed) break;
+    }
+    if (!s.ok()) {
+        // A refusal carries the target's own "<code>: <message>": the
+        // caller gets that code back (a full queue reads TooManyRequests
+        // at both ends).
+        Status::Code code = s.code();
+        const std::string text(s.message());
+        for (Status::Code c :
+             {Status::Code::kTooManyRequests, Status::Code::kInvalidArgument}) {
+            const std::string prefix =
+                "peer refused " + request["op"].asString() + ": " +
+                std::string(Status::CodeToString(c)) + ":";
+            if (text.rfind(prefix, 0) == 0) code = c;
+        }
+        return Status(code, std::string(request["op"].asString()) + " to " +
+                                peer + " (timeout " +
+                                std::to_string(timeout_ms_) +
+                                " ms): " + std::string(s.message()));
+    }
+    return s;
+}
+
+Status NotificationChannel::post(const std::vector<std::string>& peers,
+                                 const Notification& notifi) {
+    CHECK_STATUS(checkSize(notifi));
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        if (queue_.size() + peers.size() > static_cast<size_t>(max_queued_)) {
+            return Status::TooManyRequests(
+                "notification/max_pending_total=" +
+                std::to_string(max_queued_) +
+                " notifications are waiting to be sent");
+        }
+        for (const std::string& peer : peers) queue_.emplace_back(peer, notifi);
+    }
+    queue_cv_.notify_one();
+    return Status::OK();
+}
+
+void NotificationChannel::run() {
+    pthread_setname_np(pthread_self(), "tent-notify");
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    for (;;) {
+        queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_) break;
+        auto entry = std::move(queue_.front());
+        queue_.pop_front();
+        sending_ = true;
+        lock.unlock();
+        Status s = send(entry.first, entry.second);
+        if (!s.ok()) {
+            LOG(WARNING) << "Notification '" << entry.second.name << "' to "
+                         << entry.first << " not delivered: " << s.message();
+        }
+        lock.lock();
+        sending_ = false;
+        queue_cv_.notify_all();
+    }
+}
+
+void NotificationChannel::stop() {
+    size_t dropped = 0;
+    {
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        if (!worker_.joinable()) return;
+        // What completed submissions queued is still sent, within one
+        // call's bound.
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms_),
+                           [this] { return queue_.empty() && !sending_; });
+        stopping_ = true;
+        dropped = queue_.size();
+        queue_.clear();
+    }
+    queue_cv_.notify_all();
+    worker_.join();
+    if (dropped > 0) {
+        LOG(WARNING) << "NotificationChannel stopped with " << dropped
+                     << " notification(s) not sent within rpc/timeout_ms="
+                     << timeout_ms_;
+    }
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,92 @@
+// NotificationChannel: sends notifications to peer engines over the
+// control plane's RPC (the Notify op), and probes them (Probe) (private to
+// libtent).
+//
+// Every transport here reports a task COMPLETED only once its data is in
+// place at the target (TCP: the target acknowledged the write; MPComm: the
+// provider's completion), so a notification sent after that can never
+// overtake its data, whichever transport carried it. send() is the
+// blocking path of sendNotification(); post() queues a submission's
+// notification for the channel's own thread, so that the status poll that
+// saw the submission complete never waits on the network.
+//
+// Connections are kept per peer and reused; each call takes one out of the
+// pool, so no lock is held across the network. A pooled connection the
+// peer has dropped (idle timeout) is replaced once, when the peer closed it
+// before any reply began, so nothing is delivered twice.
+#pragma once
+
+#include <json/json.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tent/common/status.h"
+#include "tent/common/types.h"
+
+namespace mooncake::tent {
+
+class NotificationChannel {
+ public:
+    // `local_name`: this engine's segment name, which the target keys its
+    // per-sender bound by. Every call is bounded by `timeout_ms`
+    // (rpc/timeout_ms). `max_message_bytes` and `max_queued` are the local
+    // notification/max_message_bytes and notification/max_pending_total.
+    NotificationChannel(std::string local_name, int timeout_ms,
+                        int64_t max_message_bytes, int64_t max_queued);
+    ~NotificationChannel();
+    NotificationChannel(const NotificationChannel&) = delete;
+    NotificationChannel& operator=(const NotificationChannel&) = delete;
+
+    // Delivers `notifi` to the engine at `peer` ("host:port"); returns its
+    // answer (a refusal names the target's limit).
+    Status send(const std::string& peer, const Notification& notifi);
+    // Queues `notifi` for each of `peers`, sent in order by the channel's
+    // thread; a failure there is logged. TooManyRequests (nothing queued)
+    // when max_queued sends are waiting already.
+    Status post(const std::vector<std::string>& peers,
+                const Notification& notifi);
+    // OK when the engine at `peer` answers a probe.
+    Status probe(const std::string& peer);
+    // Sends what is queued, waiting at most `timeout_ms`, then stops the
+    // thread; what is left is dropped (logged with its count).
+    void stop();
+
+    // The request payload a notification of `max_message_bytes` makes at
+    // most, for the server's per-op cap.
+    static uint32_t maxRequestBytes(int64_t max_message_bytes);
+    // The Notify handler's decoding of a request; InvalidArgument names a
+    // missing or malformed field.
+    static Status decode(const Json::Value& request, std::string& from,
+                         Notification& notifi);
+
+ private:
+    Status call(const std::string& peer, const Json::Value& request);
+    Status checkSize(const Notification& notifi) const;
+    void run();
+
+    const std::string local_name_;
+    const int timeout_ms_;
+    const int64_t max_message_bytes_;
+    const int64_t max_queued_;
+
+    std::mutex pool_mu_;
+    // Idle connections per peer.
+    std::map<std::string, std::vector<int>> idle_;
+
+    std::mutex queue_mu_;
+    std::condition_variable queue_cv_;
+    std::deque<std::pair<std::string, Notification>> queue_;
+    bool stopping_ = false;
+    bool sending_ = false;  // the thread is sending one it took
+    std::thread worker_;
+};
+
+}  // namespace mooncake::tent
