@@ -19,15 +19,22 @@ DEFINE_string(tent_transport_hint, "",
               "Transport name put into every Request::transport_hint; it "
               "overrides the policy rules. Empty: no hint.");
 DEFINE_string(metadata_type, "p2p",
-              "Segment metadata exchange. Only 'p2p' (host:port segment "
-              "names served by the RPC server) is implemented.");
+              "Segment metadata exchange: 'p2p' (host:port segment names "
+              "served by the RPC server), 'etcd' or 'redis' (segment names "
+              "looked up in that store; see --metadata_servers).");
+DEFINE_string(metadata_servers, "",
+              "With --metadata_type=etcd|redis: the store's servers, a comma "
+              "list of host:port.");
+DEFINE_string(local_segment_name, "",
+              "With --metadata_type=etcd|redis: this process's segment name. "
+              "Empty: host:port of its RPC server, as with p2p.");
 DEFINE_int32(rpc_server_port, 0,
              "Port of this process's TENT RPC server; 0 lets TENT pick one "
              "from 15000-17000.");
 DEFINE_string(target_seg_name, "",
               "Empty: run as target and serve until SIGINT/SIGTERM. "
               "Otherwise: run as initiator against this segment "
-              "(host:port).");
+              "(host:port with p2p; the target's name with a store).");
 DEFINE_string(seg_type, "DRAM",
               "Memory type of the buffers: DRAM, or VRAM (needs a build with "
               "-DUSE_CUDA=ON).");
@@ -222,12 +229,27 @@ Status parseOptions(BenchOptions& options) {
             "--backend=" + FLAGS_backend +
             " is not supported: only --backend=tent exists in this tree");
     }
-    if (FLAGS_metadata_type != "p2p") {
+    if (FLAGS_metadata_type != "p2p" && FLAGS_metadata_type != "etcd" &&
+        FLAGS_metadata_type != "redis") {
         return Status::InvalidArgument(
             "--metadata_type=" + FLAGS_metadata_type +
-            " is not supported: only p2p metadata is implemented");
+            " is not supported: p2p, etcd and redis are");
     }
     options.notifi = FLAGS_notifi;
+    if (FLAGS_metadata_type != "p2p" && FLAGS_metadata_servers.empty()) {
+        return Status::InvalidArgument(
+            "--metadata_type=" + FLAGS_metadata_type +
+            " needs --metadata_servers (a comma list of host:port)");
+    }
+    if (FLAGS_metadata_type == "p2p" && !FLAGS_local_segment_name.empty()) {
+        return Status::InvalidArgument(
+            "--local_segment_name=" + FLAGS_local_segment_name +
+            " needs --metadata_type=etcd or redis (p2p names a segment "
+            "host:port)");
+    }
+    options.metadata_type = FLAGS_metadata_type;
+    options.metadata_servers = FLAGS_metadata_servers;
+    options.local_segment_name = FLAGS_local_segment_name;
     CHECK_STATUS(
         parseTransportFlag("xport_type", FLAGS_xport_type, options.xport_type));
     CHECK_STATUS(parseTransportFlag("tent_transport_hint",
@@ -288,7 +310,13 @@ Status parseOptions(BenchOptions& options) {
 
 std::shared_ptr<Config> buildEngineConfig(const BenchOptions& options) {
     auto config = std::make_shared<Config>();
-    config->set("metadata_type", std::string("p2p"));
+    config->set("metadata_type", options.metadata_type);
+    if (!options.metadata_servers.empty()) {
+        config->set("metadata_servers", options.metadata_servers);
+    }
+    if (!options.local_segment_name.empty()) {
+        config->set("local_segment_name", options.local_segment_name);
+    }
     if (options.rpc_server_port > 0) {
         config->set("rpc_server_port", options.rpc_server_port);
     }

@@ -29,6 +29,11 @@ struct BenchOptions {
     TransportType xport_type = UNSPEC;
     TransportType transport_hint = UNSPEC;
     int rpc_server_port = 0;
+    // --metadata_type (p2p, etcd, redis), --metadata_servers and
+    // --local_segment_name (stores only; "" = host:port).
+    std::string metadata_type = "p2p";
+    std::string metadata_servers;
+    std::string local_segment_name;
     // The memory types this process drives; a thread uses
     // seg_types[thread % seg_types.size()].
     std::vector<SegType> seg_types;
@@ -61,7 +66,7 @@ struct BenchOptions {
 // Validates the gflags values. The error names the flag and its bad value.
 Status parseOptions(BenchOptions& options);
 
-// The Config handed to the engine: p2p metadata, the RPC port and, when
+// The Config handed to the engine: the metadata flags, the RPC port and, when
 // --xport_type names a transport, its gate on and every other known gate
 // off. The engine applies MC_TENT_CONF on top of this, which replaces the
 // gates wholesale (the guide documents that).

@@ -118,8 +118,14 @@ class TebenchTest(unittest.TestCase):
             (["--xport_type=foo"], "unknown --xport_type=foo"),
             (["--tent_transport_hint=bar"],
              "unknown --tent_transport_hint=bar"),
+            (["--metadata_type=zookeeper"],
+             "--metadata_type=zookeeper is not supported: p2p, etcd and "
+             "redis are"),
             (["--metadata_type=etcd"],
-             "--metadata_type=etcd is not supported"),
+             "--metadata_type=etcd needs --metadata_servers (a comma list "
+             "of host:port)"),
+            (["--local_segment_name=a"],
+             "--local_segment_name=a needs --metadata_type=etcd or redis"),
             (["--seg_type=HBM"], "unknown --seg_type=HBM"),
             (["--op_type=copy"], "unknown --op_type=copy"),
             (["--start_block_size=8192", "--max_block_size=4096"],

@@ -10,6 +10,7 @@ PACKAGES=(
   pybind11-dev python3-dev python3
   binutils procps valgrind
   clang llvm libclang-rt-dev
+  libhiredis-dev libcurl4-openssl-dev redis-server etcd-server
 )
 
 missing=()

@@ -35,10 +35,11 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     CHECK_STATUS(conf_->applyEnvOverride());
 
     const std::string metadata_type = conf_->get("metadata_type", "p2p");
-    if (metadata_type != "p2p") {
+    if (metadata_type != "p2p" && metadata_type != "etcd" &&
+        metadata_type != "redis") {
         return Status::InvalidMetadataType(
             "metadata_type " + metadata_type +
-            " is not supported (this engine implements p2p only)");
+            " is not supported (p2p, etcd and redis are)");
     }
 
     topology_ = std::make_shared<Topology>();
@@ -61,19 +62,25 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
-    auto fetcher = std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    auto p2p_fetcher = std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    std::shared_ptr<SegmentFetcher> fetcher = p2p_fetcher;
+    if (metadata_type != "p2p") {
+        CHECK_STATUS(openMetadataStore(metadata_type, fetcher));
+    }
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
-        "", fetcher, std::chrono::milliseconds(ttl_ms));
+        "", std::move(fetcher), std::chrono::milliseconds(ttl_ms));
     // The bounds of descriptor fetching as the components hold them.
     LOG(INFO) << "TransferEngine: metadata/cache_ttl_ms="
               << segments_->cacheTtl().count()
-              << ", rpc/timeout_ms=" << fetcher->timeoutMs();
+              << ", rpc/timeout_ms=" << p2p_fetcher->timeoutMs();
     CHECK_STATUS(startControlPlane());
     CHECK_STATUS(startNotifications());
+    if (store_) CHECK_STATUS(claimSegmentName());
 
     CHECK_STATUS(selector_.loadPolicy(*conf_, topology_.get()));
     loadTransports();
+    if (store_) CHECK_STATUS(startPublishing());
     return Status::OK();
 }
 
@@ -98,8 +105,9 @@ Status TransferEngineImpl::startControlPlane() {
     hostname_ = conf_->get("rpc_server_hostname", "");
     if (hostname_.empty()) hostname_ = discoverLocalHostname();
     // p2p metadata: peers find us by this name, so it replaces any
-    // configured local_segment_name.
-    local_segment_name_ = hostname_ + ":" + std::to_string(rpc_port_);
+    // configured local_segment_name. A store keeps a configured one.
+    local_segment_name_ = store_ ? storeSegmentName()
+                                 : hostname_ + ":" + std::to_string(rpc_port_);
     conf_->set("local_segment_name", local_segment_name_);
     CHECK_STATUS(segments_->updateLocal([this](SegmentDesc& desc) {
         desc.name = local_segment_name_;
@@ -107,7 +115,8 @@ Status TransferEngineImpl::startControlPlane() {
         return Status::OK();
     }));
     LOG(INFO) << "TransferEngine: segment " << local_segment_name_
-              << " (metadata_type=p2p)";
+              << " (metadata_type=" << conf_->get("metadata_type", "p2p")
+              << ")";
     return Status::OK();
 }
 
@@ -142,6 +151,9 @@ void TransferEngineImpl::loadTransports() {
 }
 
 void TransferEngineImpl::teardown() {
+    // The name is given up first: peers stop finding a segment that is
+    // going away.
+    stopPublishing();
     // Frees the sub-batches while their transports are still there.
     batches_.releaseAll();
     // Transports go first: they may still talk to peers through the

@@ -158,10 +158,21 @@ Status SegmentManager::synchronizeLocal() {
     while (synced < current) {
         if (synced_local_version_.compare_exchange_weak(synced, current)) {
             published_version_.fetch_add(1);
+            std::function<void()> listener;
+            {
+                std::lock_guard<std::mutex> lock(local_mu_);
+                listener = publish_listener_;
+            }
+            if (listener) listener();
             break;
         }
     }
     return Status::OK();
+}
+
+void SegmentManager::setPublishListener(std::function<void()> listener) {
+    std::lock_guard<std::mutex> lock(local_mu_);
+    publish_listener_ = std::move(listener);
 }
 
 Status SegmentManager::openRemote(SegmentID& handle,

@@ -20,6 +20,7 @@
 #include "tent/common/status.h"
 #include "tent/common/types.h"
 #include "tent/runtime/control_plane.h"
+#include "tent/runtime/metastore.h"
 #include "tent/runtime/platform.h"
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/topology.h"
@@ -27,6 +28,9 @@
 #include "tent/runtime/transport_selector.h"
 
 namespace mooncake::tent {
+
+class SegmentPublisher;
+class StoreHealth;
 
 class TransferEngineImpl {
  public:
@@ -98,6 +102,13 @@ class TransferEngineImpl {
     // engine_setup.cpp
     Status construct(const std::string& config_path);
     Status startControlPlane();
+    // engine_store.cpp: metadata_type etcd and redis.
+    Status openMetadataStore(const std::string& type,
+                             std::shared_ptr<SegmentFetcher>& fetcher);
+    std::string storeSegmentName();
+    Status claimSegmentName();
+    Status startPublishing();
+    void stopPublishing();
     void loadTransports();
     void teardown();
 
@@ -149,6 +160,10 @@ class TransferEngineImpl {
     std::shared_ptr<Topology> topology_;
     std::shared_ptr<ControlService> control_;
     std::shared_ptr<SegmentManager> segments_;
+    // Set with metadata_type etcd or redis (engine_store.cpp).
+    std::shared_ptr<MetaStore> store_;
+    std::shared_ptr<StoreHealth> store_health_;
+    std::shared_ptr<SegmentPublisher> publisher_;
     // In transportTable() order.
     std::vector<Loaded> transports_;
     TransportSelector selector_;

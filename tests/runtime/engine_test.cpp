@@ -254,15 +254,15 @@ TEST_F(EngineTest, SupportedTransportsFollowTheTableOrder) {
 
 TEST_F(EngineTest, UnsupportedMetadataTypeIsNamed) {
     auto conf = std::make_shared<Config>();
-    conf->set("metadata_type", "etcd");
+    conf->set("metadata_type", "zookeeper");
     TransferEngine engine(conf);
     EXPECT_FALSE(engine.available());
     SegmentID handle = 0;
     Status s = engine.openSegment(handle, "127.0.0.1:15000");
     ASSERT_TRUE(s.IsInternalError()) << s;
     EXPECT_EQ(s.message(),
-              "TransferEngine is not available: metadata_type etcd is not "
-              "supported (this engine implements p2p only)");
+              "TransferEngine is not available: metadata_type zookeeper is "
+              "not supported (p2p, etcd and redis are)");
     EXPECT_EQ(engine.allocateBatch(4), 0u);
     EXPECT_TRUE(engine.getSupportedTransports().empty());
 }

@@ -90,6 +90,11 @@ class SegmentManager {
     SegmentDescRef getLocal() const;
     Status updateLocal(const Mutator& mutator);
     Status synchronizeLocal();
+    // Called by synchronizeLocal() each time it publishes a new snapshot,
+    // on the caller's thread: a metadata store's publisher writes it out
+    // and waits for that within its bound (metadata/store_timeout_ms).
+    // Empty (the default, and p2p): peers read getLocal() on demand.
+    void setPublishListener(std::function<void()> listener);
     // Number of synchronizeLocal() calls that published a new snapshot.
     uint64_t publishedVersion() const { return published_version_.load(); }
 
@@ -130,6 +135,7 @@ class SegmentManager {
     mutable std::mutex local_mu_;  // guards local_ (pointer swap)
     std::mutex update_mu_;         // serializes updateLocal()
     SegmentDescRef local_;
+    std::function<void()> publish_listener_;  // guarded by local_mu_
     std::atomic<uint64_t> local_version_{0};
     std::atomic<uint64_t> published_version_{0};
     // local_version_ as of the last synchronizeLocal() that published.

@@ -128,8 +128,11 @@ Status TcpTransport::install(std::string& local_segment_name,
     int fd = -1;
     uint16_t port = 0;
     CHECK_STATUS(net::listenOn(0, fd, port));
-    std::string endpoint =
-        hostOf(local_segment_name) + ":" + std::to_string(port);
+    // A segment name chosen for a metadata store is not host:port; the
+    // engine then names the host in rpc_server_hostname.
+    std::string host = conf->get("rpc_server_hostname", "");
+    if (host.empty()) host = hostOf(local_segment_name);
+    std::string endpoint = host + ":" + std::to_string(port);
     SegmentManager& segments = metadata->segmentManager();
     Status s = segments.updateLocal([&](SegmentDesc& desc) {
         desc.getMemory().transport_attrs[TCP] = endpoint;

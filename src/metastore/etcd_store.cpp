@@ -1,0 +1,314 @@
+// EtcdStore: MetaStore over etcd's v3 JSON gateway (etcd 3.4:
+// /v3/kv/range, /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive), with
+// libcurl. Keys and values travel base64-encoded, 64-bit numbers as
+// strings. Every value this client writes is attached to one lease, granted
+// on the first write and again after it expired; keepAlive() renews it.
+#include <curl/curl.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "common/json_util.h"
+#include "metastore/store_factories.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+constexpr size_t kMaxIdlePerServer = 8;
+// A gateway reply larger than this is not a segment descriptor.
+constexpr size_t kMaxReplyBytes = 64u << 20;
+
+constexpr char kBase64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64Encode(const std::string& in) {
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) |
+                     uint8_t(in[i + 2]);
+        for (int shift : {18, 12, 6, 0}) out += kBase64[(v >> shift) & 63];
+    }
+    if (i < in.size()) {
+        uint32_t v = uint8_t(in[i]) << 16;
+        if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+        out += kBase64[(v >> 18) & 63];
+        out += kBase64[(v >> 12) & 63];
+        out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+bool base64Decode(const std::string& in, std::string& out) {
+    out.clear();
+    uint32_t v = 0;
+    int bits = 0;
+    for (char c : in) {
+        if (c == '=') break;
+        const char* p = std::strchr(kBase64, c);
+        if (c == '\0' || p == nullptr) return false;
+        v = (v << 6) | uint32_t(p - kBase64);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out += static_cast<char>((v >> bits) & 0xff);
+        }
+    }
+    return true;
+}
+
+size_t appendBody(char* data, size_t size, size_t count, void* user) {
+    auto* body = static_cast<std::string*>(user);
+    if (body->size() + size * count > kMaxReplyBytes) return 0;
+    body->append(data, size * count);
+    return size * count;
+}
+
+class EtcdStore : public MetaStore {
+ public:
+    EtcdStore(std::string servers_text, std::vector<std::string> servers,
+              const MetaStoreOptions& options)
+        : servers_text_(std::move(servers_text)),
+          servers_(std::move(servers)),
+          options_(options),
+          idle_(servers_.size()) {
+        static std::once_flag curl_once;
+        std::call_once(curl_once,
+                       [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    }
+
+    ~EtcdStore() override {
+        for (auto& list : idle_) {
+            for (CURL* curl : list) curl_easy_cleanup(curl);
+        }
+    }
+
+    const char* type() const override { return "etcd"; }
+    const std::string& servers() const override { return servers_text_; }
+
+    Status ping() override {
+        Json::Value reply;
+        return post("/v3/maintenance/status", Json::Value(Json::objectValue),
+                    reply);
+    }
+
+    Status get(const std::string& key, std::string& value,
+               bool& found) override {
+        Json::Value request(Json::objectValue);
+        request["key"] = base64Encode(key);
+        Json::Value reply;
+        CHECK_STATUS(post("/v3/kv/range", request, reply));
+        const Json::Value& kvs = reply["kvs"];
+        found = kvs.isArray() && kvs.size() > 0;
+        if (!found) return Status::OK();
+        if (!base64Decode(kvs[0]["value"].asString(), value)) {
+            return Status::MalformedJson("etcd at " + servers_text_ +
+                                         ": value of " + key +
+                                         " is not base64");
+        }
+        return Status::OK();
+    }
+
+    Status compareAndSet(const std::string& key, const std::string& expected,
+                         const std::string& value, bool& swapped) override {
+        int64_t lease = 0;
+        CHECK_STATUS(currentLease(lease));
+        Json::Value put(Json::objectValue);
+        put["key"] = base64Encode(key);
+        put["value"] = base64Encode(value);
+        put["lease"] = std::to_string(lease);
+        Json::Value success(Json::objectValue);
+        success["request_put"] = put;
+        Status s = txn(key, expected, success, swapped);
+        if (s.ok() ||
+            s.message().find("lease not found") == std::string::npos) {
+            return s;
+        }
+        // The store lost the lease (an etcd that came back without its
+        // data): write under a new one.
+        lease_.compare_exchange_strong(lease, 0);
+        CHECK_STATUS(currentLease(lease));
+        success["request_put"]["lease"] = std::to_string(lease);
+        return txn(key, expected, success, swapped);
+    }
+
+    Status compareAndRemove(const std::string& key, const std::string& expected,
+                            bool& removed) override {
+        Json::Value del(Json::objectValue);
+        del["key"] = base64Encode(key);
+        Json::Value success(Json::objectValue);
+        success["request_delete_range"] = del;
+        return txn(key, expected, success, removed);
+    }
+
+    Status keepAlive(const std::string&, bool& alive) override {
+        const int64_t lease = lease_.load();
+        alive = false;
+        if (lease == 0) return Status::OK();
+        Json::Value request(Json::objectValue);
+        request["ID"] = std::to_string(lease);
+        Json::Value reply;
+        CHECK_STATUS(post("/v3/lease/keepalive", request, reply));
+        // The gateway streams {"result":{...}}; an expired lease answers
+        // without a TTL (proto3 leaves out zeros).
+        const Json::Value& result =
+            reply.isMember("result") ? reply["result"] : reply;
+        alive = std::atoll(result["TTL"].asString().c_str()) > 0;
+        if (!alive) {
+            int64_t expect = lease;
+            lease_.compare_exchange_strong(expect, 0);
+        }
+        return Status::OK();
+    }
+
+ private:
+    std::string where(size_t server) const {
+        return "etcd at " + servers_[server] + " (metadata/store_timeout_ms=" +
+               std::to_string(options_.timeout_ms) + ")";
+    }
+
+    // The lease values are written under; granted when there is none.
+    Status currentLease(int64_t& lease) {
+        lease = lease_.load();
+        if (lease != 0) return Status::OK();
+        Json::Value request(Json::objectValue);
+        // etcd counts in whole seconds: round up, never below the TTL.
+        request["TTL"] = std::to_string((options_.ttl_ms + 999) / 1000);
+        Json::Value reply;
+        CHECK_STATUS(post("/v3/lease/grant", request, reply));
+        lease = std::atoll(reply["ID"].asString().c_str());
+        if (lease == 0) {
+            return Status::MetadataError(
+                "etcd at " + servers_text_ +
+                " granted no lease: " + toCompactJson(reply));
+        }
+        lease_.store(lease);
+        return Status::OK();
+    }
+
+    Status txn(const std::string& key, const std::string& expected,
+               const Json::Value& success, bool& succeeded) {
+        Json::Value compare(Json::objectValue);
+        compare["key"] = base64Encode(key);
+        compare["result"] = "EQUAL";
+        if (expected.empty()) {
+            compare["target"] = "CREATE";
+            compare["create_revision"] = "0";
+        } else {
+            compare["target"] = "VALUE";
+            compare["value"] = base64Encode(expected);
+        }
+        Json::Value request(Json::objectValue);
+        request["compare"].append(compare);
+        request["success"].append(success);
+        Json::Value reply;
+        CHECK_STATUS(post("/v3/kv/txn", request, reply));
+        succeeded = reply["succeeded"].asBool();
+        return Status::OK();
+    }
+
+    CURL* acquire(size_t server) {
+        {
+            std::lock_guard<std::mutex> lock(idle_mu_);
+            if (!idle_[server].empty()) {
+                CURL* curl = idle_[server].back();
+                idle_[server].pop_back();
+                return curl;
+            }
+        }
+        return curl_easy_init();
+    }
+
+    void release(size_t server, CURL* curl) {
+        {
+            std::lock_guard<std::mutex> lock(idle_mu_);
+            if (idle_[server].size() < kMaxIdlePerServer) {
+                idle_[server].push_back(curl);
+                return;
+            }
+        }
+        curl_easy_cleanup(curl);
+    }
+
+    // POSTs `request` to `path` on the first server that answers, starting
+    // from the one that answered last. An HTTP error reply is an error, not
+    // a reason to try another server.
+    Status post(const std::string& path, const Json::Value& request,
+                Json::Value& reply) {
+        const std::string body = toCompactJson(request);
+        const size_t first = preferred_.load(std::memory_order_relaxed);
+        Status last;
+        for (size_t n = 0; n < servers_.size(); ++n) {
+            const size_t server = (first + n) % servers_.size();
+            CURL* curl = acquire(server);
+            if (curl == nullptr) {
+                return Status::InternalError("curl_easy_init failed");
+            }
+            std::string response;
+            const std::string url = "http://" + servers_[server] + path;
+            curl_easy_reset(curl);
+            curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+            curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, long(body.size()));
+            curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                             long(options_.timeout_ms));
+            curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                             long(options_.timeout_ms));
+            // Timeouts by signal are not thread-safe.
+            curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+            curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
+            curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+            CURLcode rc = curl_easy_perform(curl);
+            long http = 0;
+            curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
+            if (rc != CURLE_OK) {
+                curl_easy_cleanup(curl);
+                last =
+                    Status::MetadataError(path + " on " + where(server) +
+                                          " failed: " + curl_easy_strerror(rc));
+                continue;
+            }
+            release(server, curl);
+            preferred_.store(server, std::memory_order_relaxed);
+            std::string errs;
+            if (!parseJsonText(response, false, reply, errs) ||
+                !reply.isObject()) {
+                return Status::MetadataError(
+                    where(server) + " answered " + path + " (HTTP " +
+                    std::to_string(http) +
+                    ") with no JSON object: " + response.substr(0, 200));
+            }
+            if (http != 200 || reply.isMember("error")) {
+                return Status::MetadataError(
+                    where(server) + " refused " + path + " (HTTP " +
+                    std::to_string(http) + "): " + response.substr(0, 200));
+            }
+            return Status::OK();
+        }
+        return last;
+    }
+
+    const std::string servers_text_;
+    const std::vector<std::string> servers_;
+    const MetaStoreOptions options_;
+    std::atomic<size_t> preferred_{0};
+    std::atomic<int64_t> lease_{0};
+    std::mutex idle_mu_;  // guards idle_; never held across a call
+    std::vector<std::vector<CURL*>> idle_;
+};
+
+}  // namespace
+
+std::shared_ptr<MetaStore> makeEtcdStore(std::string servers_text,
+                                         std::vector<std::string> servers,
+                                         const MetaStoreOptions& options) {
+    return std::make_shared<EtcdStore>(std::move(servers_text),
+                                       std::move(servers), options);
+}
+
+}  // namespace mooncake::tent

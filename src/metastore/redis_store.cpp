@@ -1,0 +1,201 @@
+// RedisStore: MetaStore over hiredis. Values are plain strings; a key's
+// life is a PX expiry set on every write and extended by keepAlive()
+// (PEXPIRE). The compare-and-write steps are Lua scripts, which Redis runs
+// atomically.
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "metastore/store_factories.h"
+#include "net/socket_io.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+// SET the key to ARGV[2] with a PX of ARGV[3] if it holds ARGV[1].
+constexpr const char* kCompareAndSetScript =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 "
+    "else return 0 end";
+constexpr const char* kCompareAndRemoveScript =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
+    "return redis.call('DEL', KEYS[1]) else return 0 end";
+// Idle connections kept per server; more concurrent callers connect anew.
+constexpr size_t kMaxIdlePerServer = 8;
+
+struct ReplyDeleter {
+    void operator()(redisReply* reply) const { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+class RedisStore : public MetaStore {
+ public:
+    RedisStore(std::string servers_text, std::vector<std::string> servers,
+               const MetaStoreOptions& options)
+        : servers_text_(std::move(servers_text)),
+          servers_(std::move(servers)),
+          options_(options),
+          idle_(servers_.size()) {}
+
+    ~RedisStore() override {
+        for (auto& list : idle_) {
+            for (redisContext* ctx : list) redisFree(ctx);
+        }
+    }
+
+    const char* type() const override { return "redis"; }
+    const std::string& servers() const override { return servers_text_; }
+
+    Status ping() override {
+        ReplyPtr reply;
+        return run({"PING"}, reply);
+    }
+
+    Status get(const std::string& key, std::string& value,
+               bool& found) override {
+        ReplyPtr reply;
+        CHECK_STATUS(run({"GET", key}, reply));
+        found = reply->type == REDIS_REPLY_STRING;
+        if (found) value.assign(reply->str, reply->len);
+        return Status::OK();
+    }
+
+    Status compareAndSet(const std::string& key, const std::string& expected,
+                         const std::string& value, bool& swapped) override {
+        const std::string ttl = std::to_string(options_.ttl_ms);
+        ReplyPtr reply;
+        if (expected.empty()) {
+            CHECK_STATUS(run({"SET", key, value, "NX", "PX", ttl}, reply));
+            swapped = reply->type == REDIS_REPLY_STATUS;
+            return Status::OK();
+        }
+        CHECK_STATUS(
+            run({"EVAL", kCompareAndSetScript, "1", key, expected, value, ttl},
+                reply));
+        swapped = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+        return Status::OK();
+    }
+
+    Status compareAndRemove(const std::string& key, const std::string& expected,
+                            bool& removed) override {
+        ReplyPtr reply;
+        CHECK_STATUS(
+            run({"EVAL", kCompareAndRemoveScript, "1", key, expected}, reply));
+        removed = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+        return Status::OK();
+    }
+
+    Status keepAlive(const std::string& key, bool& alive) override {
+        ReplyPtr reply;
+        CHECK_STATUS(
+            run({"PEXPIRE", key, std::to_string(options_.ttl_ms)}, reply));
+        alive = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+        return Status::OK();
+    }
+
+ private:
+    std::string where(size_t server) const {
+        return "redis at " + servers_[server] + " (metadata/store_timeout_ms=" +
+               std::to_string(options_.timeout_ms) + ")";
+    }
+
+    // An idle connection to `server`, or a new one.
+    Status acquire(size_t server, redisContext*& ctx) {
+        {
+            std::lock_guard<std::mutex> lock(idle_mu_);
+            if (!idle_[server].empty()) {
+                ctx = idle_[server].back();
+                idle_[server].pop_back();
+                return Status::OK();
+            }
+        }
+        std::string host;
+        uint16_t port = 0;
+        CHECK_STATUS(net::parseHostPort(servers_[server], "metadata server",
+                                        host, port));
+        timeval tv{options_.timeout_ms / 1000,
+                   (options_.timeout_ms % 1000) * 1000};
+        ctx = redisConnectWithTimeout(host.c_str(), port, tv);
+        if (ctx == nullptr || ctx->err) {
+            std::string why = ctx ? ctx->errstr : "out of memory";
+            if (ctx) redisFree(ctx);
+            ctx = nullptr;
+            return Status::MetadataError("cannot connect to " + where(server) +
+                                         ": " + why);
+        }
+        // Bounds each command's send and reply.
+        redisSetTimeout(ctx, tv);
+        return Status::OK();
+    }
+
+    void release(size_t server, redisContext* ctx) {
+        {
+            std::lock_guard<std::mutex> lock(idle_mu_);
+            if (idle_[server].size() < kMaxIdlePerServer) {
+                idle_[server].push_back(ctx);
+                return;
+            }
+        }
+        redisFree(ctx);
+    }
+
+    // Runs one command on the first server that answers, starting from the
+    // one that answered last. A Redis error reply is an error, not a reason
+    // to try another server.
+    Status run(const std::vector<std::string>& args, ReplyPtr& out) {
+        std::vector<const char*> argv;
+        std::vector<size_t> lens;
+        for (const std::string& arg : args) {
+            argv.push_back(arg.data());
+            lens.push_back(arg.size());
+        }
+        const size_t first = preferred_.load(std::memory_order_relaxed);
+        Status last;
+        for (size_t n = 0; n < servers_.size(); ++n) {
+            const size_t server = (first + n) % servers_.size();
+            redisContext* ctx = nullptr;
+            last = acquire(server, ctx);
+            if (!last.ok()) continue;
+            auto* raw = static_cast<redisReply*>(redisCommandArgv(
+                ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
+            if (raw == nullptr) {
+                last = Status::MetadataError(args[0] + " on " + where(server) +
+                                             " failed: " + ctx->errstr);
+                redisFree(ctx);
+                continue;
+            }
+            ReplyPtr reply(raw);
+            release(server, ctx);
+            preferred_.store(server, std::memory_order_relaxed);
+            if (reply->type == REDIS_REPLY_ERROR) {
+                return Status::MetadataError(
+                    where(server) + " refused " + args[0] + ": " +
+                    std::string(reply->str, reply->len));
+            }
+            out = std::move(reply);
+            return Status::OK();
+        }
+        return last;
+    }
+
+    const std::string servers_text_;
+    const std::vector<std::string> servers_;
+    const MetaStoreOptions options_;
+    std::atomic<size_t> preferred_{0};
+    std::mutex idle_mu_;  // guards idle_; never held across a call
+    std::vector<std::vector<redisContext*>> idle_;
+};
+
+}  // namespace
+
+std::shared_ptr<MetaStore> makeRedisStore(std::string servers_text,
+                                          std::vector<std::string> servers,
+                                          const MetaStoreOptions& options) {
+    return std::make_shared<RedisStore>(std::move(servers_text),
+                                        std::move(servers), options);
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,21 @@
+// The concrete MetaStores behind MetaStore::Create(); each is compiled only
+// when its client library was found (TENT_HAVE_REDIS, TENT_HAVE_ETCD).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tent/runtime/metastore.h"
+
+namespace mooncake::tent {
+
+// `servers_text` as configured (for messages); `servers` parsed from it.
+std::shared_ptr<MetaStore> makeRedisStore(std::string servers_text,
+                                          std::vector<std::string> servers,
+                                          const MetaStoreOptions& options);
+std::shared_ptr<MetaStore> makeEtcdStore(std::string servers_text,
+                                         std::vector<std::string> servers,
+                                         const MetaStoreOptions& options);
+
+}  // namespace mooncake::tent

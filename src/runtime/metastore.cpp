@@ -1,0 +1,89 @@
+// MetaStore::Create: picks the store by metadata_type. Which stores exist
+// is decided at configure time (src/CMakeLists.txt).
+#include "tent/runtime/metastore.h"
+
+#include "metastore/store_factories.h"
+#include "net/socket_io.h"
+
+namespace mooncake::tent {
+
+namespace {
+
+std::string trim(const std::string& text) {
+    size_t begin = text.find_first_not_of(" \t");
+    if (begin == std::string::npos) return "";
+    size_t end = text.find_last_not_of(" \t");
+    return text.substr(begin, end - begin + 1);
+}
+
+}  // namespace
+
+Status MetaStore::parseServers(const std::string& servers,
+                               std::vector<std::string>& out) {
+    out.clear();
+    size_t start = 0;
+    while (start <= servers.size()) {
+        size_t comma = servers.find(',', start);
+        if (comma == std::string::npos) comma = servers.size();
+        std::string entry = trim(servers.substr(start, comma - start));
+        std::string host;
+        uint16_t port = 0;
+        Status s = net::parseHostPort(entry, "metadata server", host, port);
+        if (entry.empty() || !s.ok()) {
+            return Status::InvalidArgument(
+                "metadata_servers \"" + servers + "\": entry \"" + entry +
+                "\" is not host:port (a comma list of host:port is "
+                "expected)");
+        }
+        out.push_back(entry);
+        start = comma + 1;
+    }
+    return Status::OK();
+}
+
+Status MetaStore::Create(const std::string& type, const std::string& servers,
+                         const MetaStoreOptions& options,
+                         std::shared_ptr<MetaStore>& out) {
+    if (type != "redis" && type != "etcd") {
+        return Status::InvalidMetadataType(
+            "metadata_type " + type +
+            " is not supported (p2p, etcd and redis are)");
+    }
+    if (options.timeout_ms <= 0) {
+        return Status::InvalidArgument(
+            "metadata/store_timeout_ms must be positive, got " +
+            std::to_string(options.timeout_ms));
+    }
+    if (options.ttl_ms < 1000) {
+        return Status::InvalidArgument(
+            "metadata/ttl_ms must be at least 1000, got " +
+            std::to_string(options.ttl_ms));
+    }
+    if (servers.empty()) {
+        return Status::InvalidArgument(
+            "metadata_type " + type +
+            " needs metadata_servers (a comma list of host:port)");
+    }
+    std::vector<std::string> list;
+    CHECK_STATUS(parseServers(servers, list));
+    if (type == "redis") {
+#ifdef TENT_HAVE_REDIS
+        out = makeRedisStore(servers, std::move(list), options);
+        return Status::OK();
+#else
+        return Status::NotImplemented(
+            "metadata_type redis is not available: this build has no "
+            "hiredis (install libhiredis-dev and configure again)");
+#endif
+    }
+#ifdef TENT_HAVE_ETCD
+    out = makeEtcdStore(servers, std::move(list), options);
+    return Status::OK();
+#else
+    return Status::NotImplemented(
+        "metadata_type etcd is not available: this build has no libcurl "
+        "(install libcurl4-openssl-dev and configure again)");
+#endif
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,58 @@
+// StoreSegmentFetcher: segment descriptors read from a metadata store.
+#include "runtime/store_segment_fetcher.h"
+
+#include "common/json_util.h"
+
+namespace mooncake::tent {
+
+std::string storeSegmentKey(const std::string& segment_name) {
+    return "mooncake/tent/segments/" + segment_name;
+}
+
+Status StoreSegmentFetcher::fetch(const std::string& segment_name,
+                                  SegmentDesc& out) {
+    const std::string key = storeSegmentKey(segment_name);
+    std::string value;
+    bool found = false;
+    Status s = store_->get(key, value, found);
+    if (!s.ok()) {
+        health_->failed(s);
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = last_read_.find(segment_name);
+        if (it != last_read_.end()) {
+            out = it->second;
+            return Status::OK();
+        }
+        return s;
+    }
+    health_->succeeded();
+    if (!found) {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_read_.erase(segment_name);
+        return Status::InvalidEntry(
+            "segment " + segment_name + " is not published in the " +
+            store_->type() + " metadata store at " + store_->servers() +
+            " (key " + key + ": no process holds that name)");
+    }
+    Json::Value record;
+    std::string errs;
+    if (!parseJsonText(value, true, record, errs) || !record.isObject() ||
+        !record.isMember("segment")) {
+        return Status::MalformedJson("key " + key +
+                                     " holds no {\"segment\":...} record");
+    }
+    SegmentDesc desc;
+    CHECK_STATUS(segmentFromJson(record["segment"], desc));
+    if (desc.name != segment_name) {
+        return Status::InvalidEntry("key " + key + " holds segment " +
+                                    desc.name + ", not " + segment_name);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_read_[segment_name] = desc;
+    }
+    out = std::move(desc);
+    return Status::OK();
+}
+
+}  // namespace mooncake::tent

@@ -1,0 +1,188 @@
+// StoreServer: spawns and stops a real metadata store for a test.
+#include "kit/store_server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "kit/free_tcp_port.h"
+#include "tent/runtime/metastore.h"
+
+extern char** environ;
+
+namespace mooncake::tent::testing {
+
+namespace {
+
+bool onPath(const std::string& binary) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/bin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+        size_t colon = dirs.find(':', start);
+        if (colon == std::string::npos) colon = dirs.size();
+        std::string candidate =
+            dirs.substr(start, colon - start) + "/" + binary;
+        if (::access(candidate.c_str(), X_OK) == 0) return true;
+        start = colon + 1;
+    }
+    return false;
+}
+
+// Waits up to `bound_ms` for `pid` to exit; true when it did.
+bool reap(pid_t pid, int bound_ms) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(bound_ms);
+    while (true) {
+        int status = 0;
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid || (r < 0 && errno == ECHILD)) return true;
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+}
+
+}  // namespace
+
+StoreServer::StoreServer(std::string type) : type_(std::move(type)) {}
+
+StoreServer::~StoreServer() {
+    stop();
+    if (!dir_.empty()) {
+        std::string cmd = "rm -rf '" + dir_ + "'";
+        (void)!std::system(cmd.c_str());
+    }
+}
+
+std::string StoreServer::binaryFor(const std::string& type) {
+    return type == "redis" ? "redis-server" : "etcd";
+}
+
+bool StoreServer::installed(const std::string& type) {
+    return onPath(binaryFor(type));
+}
+
+std::string StoreServer::address() const {
+    return "127.0.0.1:" + std::to_string(port_);
+}
+
+Status StoreServer::start() {
+    char tmpl[] = "/tmp/tent-store-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+        return Status::InternalError("mkdtemp failed: " +
+                                     std::string(std::strerror(errno)));
+    }
+    dir_ = tmpl;
+    port_ = freeTcpPort();
+    peer_port_ = freeTcpPort();
+    if (port_ == 0 || peer_port_ == 0 || port_ == peer_port_) {
+        return Status::InternalError("no free loopback port for " + type_);
+    }
+    return spawn();
+}
+
+Status StoreServer::restart(bool wipe) {
+    stop();
+    if (wipe) {
+        std::string cmd = "rm -rf '" + dir_ + "/data'";
+        (void)!std::system(cmd.c_str());
+    }
+    return spawn();
+}
+
+Status StoreServer::spawn() {
+    const std::string data = dir_ + "/data";
+    ::mkdir(data.c_str(), 0700);
+    const std::string port = std::to_string(port_);
+    std::vector<std::string> args;
+    if (type_ == "redis") {
+        args = {"redis-server",
+                "--port",
+                port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                data,
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "no"};
+    } else {
+        const std::string client = "http://127.0.0.1:" + port;
+        const std::string peer =
+            "http://127.0.0.1:" + std::to_string(peer_port_);
+        args = {"etcd",
+                "--name=tent-test",
+                "--data-dir=" + data + "/etcd",
+                "--listen-client-urls=" + client,
+                "--advertise-client-urls=" + client,
+                "--listen-peer-urls=" + peer,
+                "--initial-advertise-peer-urls=" + peer,
+                "--initial-cluster=tent-test=" + peer};
+    }
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const std::string log = dir_ + "/server.log";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    int rc =
+        posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+        pid_ = -1;
+        return Status::InternalError("cannot start " + binaryFor(type_) + ": " +
+                                     std::strerror(rc));
+    }
+    MetaStoreOptions options;
+    options.timeout_ms = 500;
+    std::shared_ptr<MetaStore> client;
+    CHECK_STATUS(MetaStore::Create(type_, address(), options, client));
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(kStartBoundMs);
+    Status last;
+    while (std::chrono::steady_clock::now() < deadline) {
+        last = client->ping();
+        if (last.ok()) return Status::OK();
+        int status = 0;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+            pid_ = -1;
+            return Status::InternalError(binaryFor(type_) +
+                                         " exited at start; see " + log);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Status::InternalError(binaryFor(type_) + " did not answer within " +
+                                 std::to_string(kStartBoundMs) +
+                                 " ms: " + std::string(last.message()));
+}
+
+void StoreServer::stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    if (!reap(pid_, 10000)) {
+        ::kill(pid_, SIGKILL);
+        reap(pid_, 10000);
+    }
+    pid_ = -1;
+}
+
+}  // namespace mooncake::tent::testing

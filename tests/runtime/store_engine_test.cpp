@@ -1,0 +1,308 @@
+// Engines that find each other through a real redis-server or etcd: two
+// processes, byte-exact transfers by segment name over tcp and (ON build)
+// mpcomm, key expiry of a killed process, name collisions, a store outage
+// and its end, and a target restarted under the same name.
+#include <vector>
+
+#include "kit/log_capture.h"
+#include "kit/wait_until.h"
+#include "runtime/store_engine_support.h"
+
+namespace mooncake::tent::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t msSince(Clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
+                                                                 start)
+        .count();
+}
+
+TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
+    StoreTarget target;
+    const std::string name = uniqueName("seg-find");
+    startTarget(target, name, 7);
+    auto engine = startInitiator();
+    ASSERT_TRUE(engine->available());
+    EXPECT_TRUE(keyPresent(engine->getSegmentName()));
+
+    SegmentID handle = 0;
+    Status s = engine->openSegment(handle, name);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    SegmentInfo info;
+    ASSERT_TRUE(engine->getSegmentInfo(handle, info).ok());
+    ASSERT_EQ(info.buffers.size(), 1u);
+    EXPECT_EQ(info.buffers[0].base, target.base());
+    EXPECT_EQ(info.buffers[0].length, kStoreBufferSize);
+
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+    // A WRITE of another pattern into the second half, read back.
+    const size_t half = kStoreBufferSize / 2;
+    fillPattern(local.data(), half, 9);
+    ASSERT_EQ(transferOnce(*engine, Request::WRITE, local.data(), handle,
+                           target.base() + half, half),
+              COMPLETED);
+    std::fill(local.begin(), local.end(), 0);
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+    EXPECT_EQ(firstMismatch(local.data(), half, 7), half);
+    EXPECT_EQ(firstMismatch(local.data() + half, half, 9), half);
+    EXPECT_TRUE(engine->unregisterLocalMemory(local.data()).ok());
+}
+
+TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
+    StoreTarget target;
+    const std::string name = uniqueName("seg-expire");
+    startTarget(target, name, 7);
+    ASSERT_TRUE(keyPresent(name));
+    target.kill(SIGKILL);
+    const auto killed = Clock::now();
+    // The TTL, plus etcd's expiry sweep (every 0.5 s) and slack.
+    ASSERT_TRUE(waitUntil([&] { return !keyPresent(name); },
+                          std::chrono::milliseconds(kTestTtlMs + 3000)));
+    const int64_t elapsed = msSince(killed);
+    EXPECT_LE(elapsed, kTestTtlMs + 1500) << "key of " << name;
+    // A new initiator cannot open it, and is told why.
+    auto engine = startInitiator();
+    SegmentID handle = 0;
+    Status s = engine->openSegment(handle, name);
+    EXPECT_EQ(s.message(), "cannot open segment " + name + ": segment " + name +
+                               " is not published in the " + type_ +
+                               " metadata store at " + server_->address() +
+                               " (key mooncake/tent/segments/" + name +
+                               ": no process holds that name)");
+}
+
+TEST_P(StoreEngineTest, NameHeldByALiveProcessIsRefusedNamingTheHolder) {
+    StoreTarget holder;
+    const std::string name = uniqueName("seg-taken");
+    startTarget(holder, name, 7);
+    StoreTarget second;
+    std::string error = second.start({type_, server_->address(), name,
+                                      transportTypeName(xport_),
+                                      std::to_string(kTestTtlMs), "8"});
+    const std::string expected_start =
+        "ERROR TransferEngine is not available: segment name " + name +
+        " is held by pid " + std::to_string(holder.pid()) + " on machine ";
+    EXPECT_EQ(error.substr(0, expected_start.size()), expected_start) << error;
+    EXPECT_NE(error.find(" in the " + type_ + " metadata store at " +
+                         server_->address() + " (key mooncake/tent/segments/" +
+                         name + "); choose another local_segment_name"),
+              std::string::npos)
+        << error;
+    // The holder still serves.
+    auto engine = startInitiator();
+    SegmentID handle = 0;
+    ASSERT_TRUE(engine->openSegment(handle, name).ok());
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           holder.base(), kStoreBufferSize),
+              COMPLETED);
+    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+}
+
+TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
+    StoreTarget target;
+    const std::string name = uniqueName("seg-outage");
+    startTarget(target, name, 7);
+    // A short cache, so that the outage outlives it: transfers then go
+    // on with the last descriptor read.
+    constexpr int kCacheTtlMs = 200;
+    auto engine = startInitiator(kCacheTtlMs);
+    SegmentID handle = 0;
+    ASSERT_TRUE(engine->openSegment(handle, name).ok());
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+
+    LogCapture log;
+    server_->stop();
+    const std::string warning = type_ + " metadata store at " +
+                                server_->address() + " is unreachable (";
+    // Transfers for five cache lifetimes and at least one failed renewal.
+    const auto start = Clock::now();
+    int rounds = 0;
+    while (msSince(start) < 5 * kCacheTtlMs ||
+           log.countContaining(warning) == 0) {
+        ASSERT_LT(msSince(start), 20000) << "no WARNING after 20 s";
+        std::fill(local.begin(), local.end(), 0);
+        ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                               target.base(), kStoreBufferSize),
+                  COMPLETED)
+            << "round " << rounds;
+        ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+                  kStoreBufferSize);
+        ++rounds;
+    }
+    EXPECT_EQ(log.countContaining(warning), 1) << "one WARNING per outage";
+
+    // Restarted empty: whatever is found now was published again.
+    Status s = server_->restart(/*wipe=*/true);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(waitUntil([&] { return keyPresent(name); }))
+        << "the target did not publish again";
+    EXPECT_TRUE(waitUntil([&] { return keyPresent(engine->getSegmentName()); }))
+        << "the initiator did not publish again";
+    EXPECT_TRUE(waitUntil([&] {
+        return log.countContaining(type_ + " metadata store at " +
+                                   server_->address() +
+                                   " is reachable again") == 1;
+    }));
+    // A new engine finds the target by name.
+    auto fresh = startInitiator();
+    SegmentID fresh_handle = 0;
+    ASSERT_TRUE(fresh->openSegment(fresh_handle, name).ok());
+    std::vector<uint8_t> other(kStoreBufferSize);
+    ASSERT_TRUE(fresh->registerLocalMemory(other.data(), other.size()).ok());
+    ASSERT_EQ(transferOnce(*fresh, Request::READ, other.data(), fresh_handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+    EXPECT_EQ(firstMismatch(other.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+    EXPECT_EQ(log.countContaining(warning), 1);
+}
+
+TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
+    const std::string name = uniqueName("seg-restart");
+    auto first = std::make_unique<StoreTarget>();
+    startTarget(*first, name, 7);
+    // The documented bound: one cache lifetime plus a store read (tcp);
+    // mpcomm re-reads on the first failed transfer.
+    constexpr int kCacheTtlMs = 500;
+    auto engine = startInitiator(kCacheTtlMs);
+    SegmentID handle = 0;
+    ASSERT_TRUE(engine->openSegment(handle, name).ok());
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           first->base(), kStoreBufferSize),
+              COMPLETED);
+    ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+
+    first->kill(SIGKILL);
+    StoreTarget second;
+    // Same machine, holder gone: the name is taken over at once.
+    startTarget(second, name, 8);
+    const auto restarted = Clock::now();
+    bool read_again = false;
+    int failed = 0;
+    while (msSince(restarted) < kCacheTtlMs + 5000) {
+        std::fill(local.begin(), local.end(), 0);
+        TransferStatusEnum state =
+            transferOnce(*engine, Request::READ, local.data(), handle,
+                         second.base(), kStoreBufferSize);
+        if (state == COMPLETED && firstMismatch(local.data(), kStoreBufferSize,
+                                                8) == kStoreBufferSize) {
+            read_again = true;
+            break;
+        }
+        ++failed;
+    }
+    ASSERT_TRUE(read_again) << "after " << failed << " failed reads";
+    EXPECT_LE(msSince(restarted), kCacheTtlMs + 2000) << failed << " failed";
+    // And a WRITE lands byte-exact on the new process.
+    fillPattern(local.data(), kStoreBufferSize, 11);
+    ASSERT_EQ(transferOnce(*engine, Request::WRITE, local.data(), handle,
+                           second.base(), kStoreBufferSize),
+              COMPLETED);
+    std::fill(local.begin(), local.end(), 0);
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           second.base(), kStoreBufferSize),
+              COMPLETED);
+    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 11),
+              kStoreBufferSize);
+}
+
+TEST_P(StoreEngineTest, BufferRegisteredAgainAtTheSameAddressIsReadAgain) {
+    StoreTarget target;
+    const std::string name = uniqueName("seg-rereg");
+    startTarget(target, name, 7);
+    constexpr int kCacheTtlMs = 500;
+    auto engine = startInitiator(kCacheTtlMs);
+    SegmentID handle = 0;
+    ASSERT_TRUE(engine->openSegment(handle, name).ok());
+    std::vector<uint8_t> local(kStoreBufferSize);
+    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
+    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
+                           target.base(), kStoreBufferSize),
+              COMPLETED);
+    ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
+              kStoreBufferSize);
+
+    // Registered again, with pattern 8, before the answer comes back.
+    ASSERT_EQ(target.command("rereg"), "REREG");
+    const auto reregistered = Clock::now();
+    // In the store already: the registration waited for the write.
+    SegmentInfo info;
+    ASSERT_TRUE(engine->getSegmentInfo(handle, info).ok());
+    ASSERT_EQ(info.buffers.size(), 1u);
+    EXPECT_EQ(info.buffers[0].base, target.base());
+    // The same bound as a restart: one cache lifetime plus a store read.
+    bool read_again = false;
+    int failed = 0;
+    while (msSince(reregistered) < kCacheTtlMs + 5000) {
+        std::fill(local.begin(), local.end(), 0);
+        if (transferOnce(*engine, Request::READ, local.data(), handle,
+                         target.base(), kStoreBufferSize) == COMPLETED &&
+            firstMismatch(local.data(), kStoreBufferSize, 8) ==
+                kStoreBufferSize) {
+            read_again = true;
+            break;
+        }
+        ++failed;
+    }
+    ASSERT_TRUE(read_again) << "after " << failed << " failed reads";
+    EXPECT_LE(msSince(reregistered), kCacheTtlMs + 2000) << failed << " failed";
+}
+
+TEST_P(StoreEngineTest, UnreachableStoreAtStartIsAnErrorNamingTheServers) {
+    const std::string servers = "127.0.0.1:" + std::to_string(freeTcpPort());
+    auto conf = storeEngineConfig(type_, servers, "", xport_, kTestTtlMs);
+    conf->set("metadata/store_timeout_ms", 500);
+    TransferEngine engine(conf);
+    ASSERT_FALSE(engine.available());
+    SegmentID handle = 0;
+    Status s = engine.openSegment(handle, "x");
+    const std::string expected =
+        "TransferEngine is not available: cannot "
+        "reach the " +
+        type_ + " metadata store at " + servers + ": ";
+    EXPECT_EQ(std::string(s.message()).substr(0, expected.size()), expected)
+        << s.message();
+    EXPECT_NE(s.message().find("metadata/store_timeout_ms=500"),
+              std::string::npos)
+        << s.message();
+}
+
+std::vector<StoreCase> cases() {
+    std::vector<StoreCase> out;
+    for (const char* store : {"redis", "etcd"}) {
+        out.emplace_back(store, "tcp");
+#ifdef TENT_HAVE_MPCOMM
+        out.emplace_back(store, "mpcomm");
+#endif
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreEngineTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<StoreCase>& info) {
+                             return std::get<0>(info.param) + "_" +
+                                    std::get<1>(info.param);
+                         });
+
+}  // namespace
+}  // namespace mooncake::tent::testing
