@@ -16,7 +16,6 @@
 #include <glog/logging.h>
 
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -300,14 +299,14 @@ Status TransferEngineImpl::submitInternal(
                 request.length);
             // Memory no transport registered is placed by the platform,
             // so that an unregistered device pointer is still known as one.
-            // The CPU platform has only DRAM to answer, so it is not asked.
+            // The CPU platform has only DRAM to answer, so it is not asked
+            // (nor fetched).
             Location located;
             if (source != nullptr) {
                 context.local_location = source->location;
-            } else {
+            } else if (!currentPlatformIsCpu()) {
                 if (!platform) platform = currentPlatform();
-                if (std::strcmp(platform->name(), "cpu") != 0 &&
-                    platform->locate(request.source, request.length, located)
+                if (platform->locate(request.source, request.length, located)
                         .ok()) {
                     context.local_location = located;
                 }
