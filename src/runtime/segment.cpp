@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/json_util.h"
+#include "tent/runtime/transport_selector.h"
 
 namespace mooncake::tent {
 
@@ -57,6 +58,10 @@ bool holds(const BufferDesc& buf, uint64_t addr, uint64_t length) {
 
 void MemorySegmentDesc::indexBuffers() {
     by_addr.clear();
+    dram_buffers = 0;
+    for (const BufferDesc& buf : buffers) {
+        if (memoryKindOf(buf.location) == MemoryKind::kDram) ++dram_buffers;
+    }
     if (buffers.size() > UINT32_MAX) return;
     std::vector<uint32_t> order(buffers.size());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
