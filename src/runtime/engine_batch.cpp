@@ -16,10 +16,10 @@
 #include <glog/logging.h>
 
 #include <chrono>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "runtime/buffer_lookup.h"
 #include "runtime/transfer_engine_impl.h"
 #include "tent/runtime/platform.h"
 
@@ -61,62 +61,6 @@ EngineBatch* TransferEngineImpl::pinBatch(BatchID id) const {
     }
     return batch;
 }
-
-namespace {
-
-bool containsRange(const BufferDesc& buf, uint64_t addr, uint64_t length) {
-    // Written without addr + length, as SegmentDesc::findBuffer().
-    return addr >= buf.addr && addr - buf.addr <= buf.length &&
-           length <= buf.length - (addr - buf.addr);
-}
-
-// Buffer look-ups of one submission into one descriptor snapshot. A batch
-// mostly walks its buffers in order, or stays in one, so the previous hit
-// and its successor are tried before findBuffer() walks them all; and a
-// range found in none (an unregistered source) is remembered, so that a
-// batch from one unregistered buffer walks the list once.
-class BufferLookup {
- public:
-    void reset() {
-        last_ = nullptr;
-        missed_length_ = 0;
-    }
-
-    const BufferDesc* find(const SegmentDesc& desc, uint64_t addr,
-                           uint64_t length) {
-        if (last_ != nullptr) {
-            if (containsRange(*last_, addr, length)) return last_;
-            // last_ is set only for memory segments.
-            const auto& buffers = desc.getMemory().buffers;
-            const BufferDesc* next = last_ + 1;
-            if (next < buffers.data() + buffers.size() &&
-                containsRange(*next, addr, length)) {
-                last_ = next;
-                return next;
-            }
-        }
-        // Only the same range: a shorter one may still fit a buffer.
-        if (missed_length_ != 0 && addr == missed_addr_ &&
-            length == missed_length_) {
-            return nullptr;
-        }
-        const BufferDesc* found = desc.findBuffer(addr, length);
-        if (found != nullptr) {
-            last_ = found;
-        } else {
-            missed_addr_ = addr;
-            missed_length_ = length;
-        }
-        return found;
-    }
-
- private:
-    const BufferDesc* last_ = nullptr;
-    uint64_t missed_addr_ = 0;
-    uint64_t missed_length_ = 0;
-};
-
-}  // namespace
 
 Transport* TransferEngineImpl::transportOf(TransportType type) const {
     for (const Loaded& l : transports_) {
@@ -266,6 +210,9 @@ Status TransferEngineImpl::submitInternal(
     SegmentDescRef desc;
     bool same_machine = false;
     std::shared_ptr<Platform> platform;  // fetched on the first need
+    const bool local_dram = local->type == SegmentType::Memory &&
+                            local->getMemory().allDram() &&
+                            currentPlatformIsCpu();
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
@@ -285,35 +232,54 @@ Status TransferEngineImpl::submitInternal(
                                      desc->machine_id == local->machine_id));
         }
         if (s.ok()) {
-            RouteContext context;
-            context.segment_type = desc->type;
-            context.segment_name = desc->name;
-            context.same_machine = same_machine;
-            const BufferDesc* remote = remote_lookup.find(
-                *desc, request.target_offset, request.length);
-            if (remote != nullptr) {
-                context.remote_location = remote->location;
-                context.buffer_transports = &remote->transports;
-            }
-            const BufferDesc* source = local_lookup.find(
-                *local, reinterpret_cast<uintptr_t>(request.source),
-                request.length);
-            // Memory no transport registered is placed by the platform,
-            // so that an unregistered device pointer is still known as one.
-            // The CPU platform has only DRAM to answer, so it is not asked.
-            Location located;
-            if (source != nullptr) {
-                context.local_location = source->location;
-            } else {
-                if (!platform) platform = currentPlatform();
-                if (std::strcmp(platform->name(), "cpu") != 0 &&
-                    platform->locate(request.source, request.length, located)
-                        .ok()) {
-                    context.local_location = located;
-                }
-            }
+            // Where every buffer of a side is host memory (and, locally,
+            // unregistered memory is too: the CPU platform), the pair is
+            // known without finding that side's buffer: a hinted request
+            // skips the target's look-up and every request the source's.
+            // A refusal is decided again with both found, so that its
+            // message names the buffers' own locations.
+            const bool remote_dram = request.transport_hint != UNSPEC &&
+                                     (desc->type != SegmentType::Memory ||
+                                      desc->getMemory().allDram());
             TransportType chosen = UNSPEC;
-            s = selector_.select(request, context, chosen);
+            for (bool full = !remote_dram && !local_dram;; full = true) {
+                RouteContext context;
+                context.segment_type = desc->type;
+                context.segment_name = desc->name;
+                context.same_machine = same_machine;
+                if (full || !remote_dram) {
+                    const BufferDesc* remote = remote_lookup.find(
+                        *desc, request.target_offset, request.length);
+                    if (remote != nullptr) {
+                        context.remote_location = remote->location;
+                        context.buffer_transports = &remote->transports;
+                    }
+                }
+                const BufferDesc* source =
+                    full || !local_dram
+                        ? local_lookup.find(
+                              *local,
+                              reinterpret_cast<uintptr_t>(request.source),
+                              request.length)
+                        : nullptr;
+                // Memory no transport registered is placed by the
+                // platform, so that an unregistered device pointer is still
+                // known as one. The CPU platform has only DRAM to answer,
+                // so it is not asked (nor fetched).
+                Location located;
+                if (source != nullptr) {
+                    context.local_location = source->location;
+                } else if (!local_dram && !currentPlatformIsCpu()) {
+                    if (!platform) platform = currentPlatform();
+                    if (platform
+                            ->locate(request.source, request.length, located)
+                            .ok()) {
+                        context.local_location = located;
+                    }
+                }
+                s = selector_.select(request, context, chosen);
+                if (s.ok() || full) break;
+            }
             if (s.ok()) chosen_transport = transportOf(chosen);
         }
         if (!s.ok()) {

@@ -8,6 +8,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -86,6 +87,9 @@ namespace {
 
 std::mutex g_override_mu;
 std::shared_ptr<Platform> g_override;
+// Whether g_override is set; written under g_override_mu, read without it
+// by currentPlatformIsCpu().
+std::atomic<bool> g_override_set{false};
 
 }  // namespace
 
@@ -101,6 +105,7 @@ std::shared_ptr<Platform> defaultPlatform() {
 void setPlatformForTesting(std::shared_ptr<Platform> platform) {
     std::lock_guard<std::mutex> lock(g_override_mu);
     g_override = std::move(platform);
+    g_override_set.store(g_override != nullptr, std::memory_order_release);
 }
 
 std::shared_ptr<Platform> currentPlatform() {
@@ -109,6 +114,16 @@ std::shared_ptr<Platform> currentPlatform() {
         if (g_override) return g_override;
     }
     return defaultPlatform();
+}
+
+bool currentPlatformIsCpu() {
+    if (g_override_set.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(g_override_mu);
+        if (g_override) return std::strcmp(g_override->name(), "cpu") == 0;
+    }
+    static const bool kDefaultIsCpu =
+        std::strcmp(defaultPlatform()->name(), "cpu") == 0;
+    return kDefaultIsCpu;
 }
 
 bool isDeviceLocation(const Location& location) {

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include "common/json_util.h"
+#include "tent/runtime/transport_selector.h"
 
 namespace mooncake::tent {
 
@@ -42,16 +44,62 @@ const std::string& localMachineId() {
     return id;
 }
 
+namespace {
+
+// Written without addr + length so that a range near 2^64 cannot wrap
+// around and appear contained.
+bool holds(const BufferDesc& buf, uint64_t addr, uint64_t length) {
+    if (addr < buf.addr) return false;
+    const uint64_t offset = addr - buf.addr;
+    return offset <= buf.length && length <= buf.length - offset;
+}
+
+}  // namespace
+
+void MemorySegmentDesc::indexBuffers() {
+    by_addr.clear();
+    dram_buffers = 0;
+    for (const BufferDesc& buf : buffers) {
+        if (memoryKindOf(buf.location) == MemoryKind::kDram) ++dram_buffers;
+    }
+    if (buffers.size() > UINT32_MAX) return;
+    std::vector<uint32_t> order(buffers.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+        return buffers[a].addr < buffers[b].addr;
+    });
+    // Only disjoint buffers (distinct starts, each ending at or before the
+    // next starts) leave a non-empty range one candidate: the last buffer
+    // starting at or below it. Overlapping ones keep the linear walk, which
+    // answers the first in list order.
+    for (size_t k = 1; k < order.size(); ++k) {
+        const BufferDesc& prev = buffers[order[k - 1]];
+        const BufferDesc& next = buffers[order[k]];
+        if (next.addr <= prev.addr || next.addr - prev.addr < prev.length) {
+            return;
+        }
+    }
+    by_addr = std::move(order);
+}
+
 const BufferDesc* SegmentDesc::findBuffer(uint64_t addr,
                                           uint64_t length) const {
     if (type != SegmentType::Memory) return nullptr;
-    for (const BufferDesc& buf : getMemory().buffers) {
-        // Written without addr + length so that a range near 2^64 cannot
-        // wrap around and appear contained.
-        if (addr < buf.addr) continue;
-        uint64_t offset = addr - buf.addr;
-        if (offset > buf.length || length > buf.length - offset) continue;
-        return &buf;
+    const MemorySegmentDesc& memory = getMemory();
+    const std::vector<BufferDesc>& buffers = memory.buffers;
+    // An empty range may sit on the boundary of two disjoint buffers, where
+    // only the list order decides: the walk below answers it.
+    if (length != 0 && !buffers.empty() &&
+        memory.by_addr.size() == buffers.size()) {
+        auto after = std::upper_bound(
+            memory.by_addr.begin(), memory.by_addr.end(), addr,
+            [&buffers](uint64_t a, uint32_t i) { return a < buffers[i].addr; });
+        if (after == memory.by_addr.begin()) return nullptr;
+        const BufferDesc& candidate = buffers[*(after - 1)];
+        return holds(candidate, addr, length) ? &candidate : nullptr;
+    }
+    for (const BufferDesc& buf : buffers) {
+        if (holds(buf, addr, length)) return &buf;
     }
     return nullptr;
 }
@@ -253,6 +301,7 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
             memory.buffers.push_back(std::move(buf));
         }
     }
+    memory.indexBuffers();
     if (value.isMember("transport_attrs")) {
         const Json::Value& attrs = value["transport_attrs"];
         if (!attrs.isObject()) {

@@ -141,6 +141,8 @@ Status SegmentManager::updateLocal(const Mutator& mutator) {
     auto copy = std::make_shared<SegmentDesc>(*getLocal());
     Status status = mutator(*copy);
     if (!status.ok()) return status;
+    // The mutator may have added or removed buffers.
+    if (copy->type == SegmentType::Memory) copy->getMemory().indexBuffers();
     {
         std::lock_guard<std::mutex> lock(local_mu_);
         local_ = std::move(copy);

@@ -44,10 +44,17 @@ std::string joinNames(const std::vector<TransportType>& list) {
 }  // namespace
 
 MemoryKind memoryKindOf(std::string_view location) {
-    // The type is what precedes ':' ("cuda:0"), or the whole text.
-    const std::string_view type = location.substr(0, location.find(':'));
-    for (std::string_view device : {"cuda", "gpu", "rocm", "npu", "musa"}) {
-        if (type == device) return MemoryKind::kVram;
+    // The type is what precedes ':' ("cuda:0"), or the whole text. Every
+    // device type has 3 or 4 letters, so a longer one is settled without a
+    // compare; this runs for both ends of every routed request.
+    size_t n = 0;
+    while (n < location.size() && location[n] != ':') {
+        if (++n > 4) return MemoryKind::kDram;
+    }
+    const std::string_view type = location.substr(0, n);
+    if (n == 3 && (type == "gpu" || type == "npu")) return MemoryKind::kVram;
+    if (n == 4 && (type == "cuda" || type == "rocm" || type == "musa")) {
+        return MemoryKind::kVram;
     }
     return MemoryKind::kDram;
 }

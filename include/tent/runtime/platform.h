@@ -58,6 +58,12 @@ void setPlatformForTesting(std::shared_ptr<Platform> platform);
 // defaultPlatform().
 std::shared_ptr<Platform> currentPlatform();
 
+// Whether the platform in force is the CPU one ("cpu"), which places every
+// address in host memory, so that a caller may skip locate(). Unlike
+// currentPlatform() it takes no lock and no reference while no test
+// override is set.
+bool currentPlatformIsCpu();
+
 // True for device locations ("cuda:..."), false for host ("cpu:...") and
 // the wildcard.
 bool isDeviceLocation(const Location& location);

@@ -25,6 +25,20 @@ struct BufferDesc {
 
 struct MemorySegmentDesc {
     std::vector<BufferDesc> buffers;
+    // Not serialized: positions in `buffers` ordered by address, set by
+    // indexBuffers() when no two buffers overlap, so that findBuffer()
+    // bisects instead of walking every buffer; empty otherwise. Whoever
+    // changes `buffers` calls indexBuffers() again (SegmentManager does
+    // after each updateLocal(), segmentFromJson() after parsing); an index
+    // whose size no longer matches `buffers` is not used.
+    std::vector<uint32_t> by_addr;
+    // Not serialized either: how many of `buffers` are host memory (see
+    // memoryKindOf()), counted by indexBuffers(). When all are, routing
+    // knows the segment's memory kind without finding the buffer.
+    size_t dram_buffers = 0;
+
+    void indexBuffers();
+    bool allDram() const { return dram_buffers == buffers.size(); }
     // Per-transport endpoint attributes, keyed by (int)TransportType;
     // e.g. MPCOMM -> "v1:10.0.0.1:13579", TCP -> "10.0.0.1:40123".
     std::map<int, std::string> transport_attrs;
