@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "runtime/control_client.h"
 #include "tent/runtime/control_plane.h"
 
@@ -193,6 +195,30 @@ Status NotificationChannel::post(const std::vector<std::string>& peers,
     return Status::OK();
 }
 
+Status NotificationChannel::sendQueued(const std::string& peer,
+                                       const Notification& notifi) {
+    // A target refuses with TooManyRequests while it holds
+    // notification/max_pending_per_peer undelivered ones from us: it is
+    // alive and makes room when its owner receives, so the notification of
+    // a completed submission is tried again (backing off to 50 ms) until
+    // timeout_ms after the first refusal, not dropped. Later ones wait
+    // behind it, which keeps them in order.
+    using SteadyClock = std::chrono::steady_clock;
+    const auto deadline =
+        SteadyClock::now() + std::chrono::milliseconds(timeout_ms_);
+    auto backoff = std::chrono::milliseconds(1);
+    for (;;) {
+        Status s = send(peer, notifi);
+        if (s.code() != Status::Code::kTooManyRequests) return s;
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        const auto now = SteadyClock::now();
+        if (stopping_ || now >= deadline) return s;
+        queue_cv_.wait_until(lock, std::min(now + backoff, deadline),
+                             [this] { return stopping_; });
+        backoff = std::min(2 * backoff, std::chrono::milliseconds(50));
+    }
+}
+
 void NotificationChannel::run() {
     pthread_setname_np(pthread_self(), "tent-notify");
     std::unique_lock<std::mutex> lock(queue_mu_);
@@ -203,13 +229,25 @@ void NotificationChannel::run() {
         queue_.pop_front();
         sending_ = true;
         lock.unlock();
-        Status s = send(entry.first, entry.second);
+        Status s = sendQueued(entry.first, entry.second);
         if (!s.ok()) {
             LOG(WARNING) << "Notification '" << entry.second.name << "' to "
                          << entry.first << " not delivered: " << s.message();
         }
         lock.lock();
         sending_ = false;
+        ++finished_;
+        if (!s.ok() && flushing_) {
+            // Tearing down: a peer that does not answer would cost a
+            // timeout per notification queued for it.
+            const size_t before = queue_.size();
+            queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                        [&](const auto& queued) {
+                                            return queued.first == entry.first;
+                                        }),
+                         queue_.end());
+            dropped_ += before - queue_.size();
+        }
         queue_cv_.notify_all();
     }
 }
@@ -219,19 +257,31 @@ void NotificationChannel::stop() {
     {
         std::unique_lock<std::mutex> lock(queue_mu_);
         if (!worker_.joinable()) return;
-        // What completed submissions queued is still sent, within one
-        // call's bound.
-        queue_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms_),
-                           [this] { return queue_.empty() && !sending_; });
+        // What completed submissions queued is still sent while the peers
+        // answer: a fixed bound for the whole queue would drop
+        // notifications a live peer was about to take on a busy host. The
+        // wait restarts with every send that finishes, and a failed send
+        // drops the rest queued for its peer (see run()), so each step is
+        // bounded by timeout_ms and there are at most max_queued steps.
+        flushing_ = true;
+        const auto flushed = [this] { return queue_.empty() && !sending_; };
+        for (uint64_t seen = finished_; !flushed(); seen = finished_) {
+            if (!queue_cv_.wait_for(
+                    lock, std::chrono::milliseconds(timeout_ms_),
+                    [&] { return flushed() || finished_ != seen; })) {
+                break;  // no send finished within timeout_ms
+            }
+        }
         stopping_ = true;
-        dropped = queue_.size();
+        dropped = dropped_ + queue_.size();
         queue_.clear();
     }
     queue_cv_.notify_all();
     worker_.join();
     if (dropped > 0) {
         LOG(WARNING) << "NotificationChannel stopped with " << dropped
-                     << " notification(s) not sent within rpc/timeout_ms="
+                     << " notification(s) not sent: a send failed or none "
+                        "finished within rpc/timeout_ms="
                      << timeout_ms_;
     }
 }

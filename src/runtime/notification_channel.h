@@ -49,14 +49,18 @@ class NotificationChannel {
     // answer (a refusal names the target's limit).
     Status send(const std::string& peer, const Notification& notifi);
     // Queues `notifi` for each of `peers`, sent in order by the channel's
-    // thread; a failure there is logged. TooManyRequests (nothing queued)
-    // when max_queued sends are waiting already.
+    // thread; a target that refuses it as full (TooManyRequests) is asked
+    // again for up to `timeout_ms`, any other failure is logged.
+    // TooManyRequests (nothing queued) when max_queued sends are waiting
+    // already.
     Status post(const std::vector<std::string>& peers,
                 const Notification& notifi);
     // OK when the engine at `peer` answers a probe.
     Status probe(const std::string& peer);
-    // Sends what is queued, waiting at most `timeout_ms`, then stops the
-    // thread; what is left is dropped (logged with its count).
+    // Sends what is queued while the peers answer, then stops the thread.
+    // It gives up once no send finished within `timeout_ms`; a send that
+    // fails drops what is queued for its peer. Dropped notifications are
+    // logged with their count.
     void stop();
 
     // The request payload a notification of `max_message_bytes` makes at
@@ -70,6 +74,8 @@ class NotificationChannel {
  private:
     Status call(const std::string& peer, const Json::Value& request);
     Status checkSize(const Notification& notifi) const;
+    // send() for a posted notification: a full target is asked again.
+    Status sendQueued(const std::string& peer, const Notification& notifi);
     void run();
 
     const std::string local_name_;
@@ -85,7 +91,10 @@ class NotificationChannel {
     std::condition_variable queue_cv_;
     std::deque<std::pair<std::string, Notification>> queue_;
     bool stopping_ = false;
-    bool sending_ = false;  // the thread is sending one it took
+    bool sending_ = false;   // the thread is sending one it took
+    bool flushing_ = false;  // stop() is sending what is queued
+    uint64_t finished_ = 0;  // sends finished, delivered or not
+    size_t dropped_ = 0;     // dropped by run() while flushing
     std::thread worker_;
 };
 

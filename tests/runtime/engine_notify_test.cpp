@@ -193,6 +193,46 @@ TEST_F(EngineNotifyTest, ASubmissionsNotificationFollowsItsData) {
     ASSERT_TRUE(target_->unregisterLocalMemory(remote, kSize).ok());
 }
 
+TEST_F(EngineNotifyTest, ASubmissionsNotificationWaitsOutAFullTarget) {
+    auto target_conf = tcpConfig();
+    target_conf->set("notification/max_pending_per_peer", 2);
+    ASSERT_NO_FATAL_FAILURE(start(tcpConfig(), target_conf));
+    void* local = nullptr;
+    void* remote = nullptr;
+    ASSERT_TRUE(initiator_->allocateLocalMemory(&local, 4096).ok());
+    ASSERT_TRUE(target_->allocateLocalMemory(&remote, 4096).ok());
+    ASSERT_TRUE(initiator_->registerLocalMemory(local, 4096).ok());
+    ASSERT_TRUE(target_->registerLocalMemory(remote, 4096).ok());
+    // Six completed submissions while the target receives nothing: it
+    // takes two and refuses the rest as full until it receives.
+    const int kSubmissions = 6;
+    for (int i = 0; i < kSubmissions; ++i) {
+        BatchID batch = initiator_->allocateBatch(1);
+        std::vector<Request> requests{testing::makeRequest(
+            Request::WRITE, local, target_id_,
+            reinterpret_cast<uint64_t>(remote), 4096, TCP)};
+        ASSERT_TRUE(initiator_
+                        ->submitTransfer(batch, requests,
+                                         {"done", "n" + std::to_string(i)})
+                        .ok());
+        TransferStatus overall;
+        ASSERT_TRUE(waitUntil([&] {
+            EXPECT_TRUE(initiator_->progressBatch(batch, overall).ok());
+            return overall.s != PENDING;
+        }));
+        ASSERT_EQ(overall.s, COMPLETED);
+        ASSERT_TRUE(initiator_->freeBatch(batch).ok());
+    }
+    // The refused ones are asked again, not dropped, and keep their order.
+    std::vector<Notification> got = receiveAtLeast(kSubmissions);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kSubmissions));
+    for (int i = 0; i < kSubmissions; ++i) {
+        EXPECT_EQ(got[i].msg, "n" + std::to_string(i));
+    }
+    ASSERT_TRUE(initiator_->unregisterLocalMemory(local, 4096).ok());
+    ASSERT_TRUE(target_->unregisterLocalMemory(remote, 4096).ok());
+}
+
 TEST_F(EngineNotifyTest, AFailedSubmissionSendsNoNotification) {
     void* local = nullptr;
     void* remote = nullptr;

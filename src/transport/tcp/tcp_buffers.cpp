@@ -3,10 +3,19 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
 namespace mooncake::tent {
+
+namespace {
+
+// How long remove() waits for the accesses whose sockets it shut down to
+// leave (at least; wait_ms when that is longer).
+constexpr std::chrono::milliseconds kLeaveBound{10000};
+
+}  // namespace
 
 std::string hexRange(uint64_t addr, uint64_t length) {
     std::ostringstream os;
@@ -104,11 +113,16 @@ Status TcpBufferTable::remove(uint64_t base, uint64_t length, int wait_ms) {
                     "transports/tcp/unregister_wait_ms="
                  << wait_ms << " ms; closing their connections";
     for (int fd : entry->fds) ::shutdown(fd, SHUT_RDWR);
-    if (released_.wait_for(lock, bound, idle)) return Status::OK();
+    // From here no peer is waited for, only our own serving threads, which
+    // leave as soon as they are scheduled: wait_ms (patience with peers,
+    // possibly a few ms) would turn a busy host into a failure.
+    const auto leave_bound = std::max(bound, kLeaveBound);
+    if (released_.wait_for(lock, leave_bound, idle)) return Status::OK();
     return Status::InternalError(
         "tcp transport: buffer " + hexRange(entry->base, entry->length) +
         " is still accessed by " + std::to_string(entry->fds.size()) +
-        " connection(s) after shutting them down");
+        " connection(s) " + std::to_string(leave_bound.count()) +
+        " ms after shutting them down");
 }
 
 size_t TcpBufferTable::activeAccesses() const {

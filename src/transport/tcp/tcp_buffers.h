@@ -64,7 +64,8 @@ class TcpBufferTable {
     // Unregisters the buffer at `base` as described above (`length` only
     // names the range in errors). InvalidArgument when none is registered
     // there; InternalError (naming the range) in the unlikely case that
-    // accesses outlive even their shut-down sockets by `wait_ms`.
+    // accesses outlive even their shut-down sockets by 10 s (or `wait_ms`,
+    // when longer): leaving then needs only our own threads to run.
     Status remove(uint64_t base, uint64_t length, int wait_ms);
     // Pins the one buffer that wholly contains [addr, addr + length) for an
     // access served on socket `fd`; an empty Pin when none does.

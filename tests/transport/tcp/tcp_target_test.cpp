@@ -73,8 +73,9 @@ class TcpTargetTest : public ::testing::Test {
     }
 
     // A peer inside a WRITE of 1 MiB into `desc` whose payload stopped
-    // after 100 bytes: the target is in the access, waiting for bytes that
-    // do not come. `peer` is the peer's socket.
+    // after 100 bytes: the target is in the access, the 100 bytes are in
+    // `desc`'s memory, and it waits for bytes that do not come. `peer` is
+    // the peer's socket.
     void stalledWriteInto(const BufferDesc& desc, int& peer) {
         peer = connectPeer();
         std::string frame =
@@ -83,6 +84,16 @@ class TcpTargetTest : public ::testing::Test {
                                  net::deadlineIn(kBoundMs))
                         .ok());
         ASSERT_TRUE(waitForAccesses(1));
+        // The pin is taken before the payload is read: on a busy host the
+        // serving thread may not have received the 100 bytes yet, and an
+        // unregister then would fence them out. The kernel copies them in
+        // (recv), so they are polled like any state without an event.
+        const char* mem = reinterpret_cast<const char*>(desc.addr);
+        const std::string landed(100, 'p');
+        ASSERT_TRUE(testing::waitUntil(
+            [&] { return std::string(mem, landed.size()) == landed; },
+            std::chrono::milliseconds(kBoundMs)))
+            << "the 100 payload bytes never reached the buffer";
     }
 
     // True when the target closed `fd`.
