@@ -18,7 +18,6 @@
 #include "mpcomm_peer_resolver.h"
 #include "mpcomm_registration.h"
 #include "mpcomm_transport_config.h"
-#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -258,9 +257,12 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
 
 // Device memory goes to the provider (which pins it through
 // nvidia-peermem) only while the transport declares GPU support; otherwise
-// a device pointer would be registered as host memory.
+// a device pointer would be registered as host memory. The location is
+// read as text ("cuda:N"), not through the runtime's platform, so that the
+// unit builds in upstream's tree too (scripts/upstream_check.sh).
 Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
-    if (!isDeviceLocation(desc.location) || caps.gpu_to_gpu) {
+    const bool device = desc.location.rfind("cuda", 0) == 0;
+    if (!device || caps.gpu_to_gpu) {
         return Status::OK();
     }
     return Status::InvalidArgument(
