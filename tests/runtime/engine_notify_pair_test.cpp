@@ -160,8 +160,16 @@ class NotifyPairTest : public TwoProcessTest {
         // Unbounded, the 20000 refused messages (4000 bytes, twice that on
         // the wire) would have added some 80 MB.
         const long after = targetHighWater();
+#if defined(__SANITIZE_ADDRESS__)
+        // ASan keeps freed blocks in its quarantine (256 MB by default), so
+        // the target's high-water mark grows with every refused frame it
+        // parsed and freed; the plain builds assert the bound.
+        (void)filled;
+        (void)after;
+#else
         EXPECT_LT(after - filled, 8 * 1024)
             << "VmHWM went from " << filled << " kB to " << after << " kB";
+#endif
     }
 
     std::mutex answers_mu_;
