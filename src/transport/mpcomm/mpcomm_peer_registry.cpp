@@ -134,6 +134,8 @@ std::string endpointOf(const std::string& addr, int port) {
     return addr + ":" + std::to_string(port);
 }
 
+std::atomic<size_t> g_handshake_threads{0};
+
 }  // namespace
 
 void MpcommPeerRegistry::Shared::launch(
@@ -148,10 +150,18 @@ void MpcommPeerRegistry::Shared::launch(
     try {
         // Detached: a provider call may never return, and nobody may be
         // made to wait for it beyond their own deadline.
-        std::thread([self, flight, addr, port, need_connect, epoch] {
+        g_handshake_threads.fetch_add(1, std::memory_order_relaxed);
+        std::thread([self = self, flight = flight, addr, port, need_connect,
+                     epoch]() mutable {
             self->run(flight, addr, port, need_connect, epoch);
+            // The last reference may be this one, and the adapter's
+            // destructor may still log: release it before counting out.
+            self.reset();
+            flight.reset();
+            g_handshake_threads.fetch_sub(1, std::memory_order_release);
         }).detach();
     } catch (const std::system_error& e) {
+        g_handshake_threads.fetch_sub(1, std::memory_order_relaxed);
         running.remove(flight);
         peer.flight.reset();
         peer.publish();
@@ -434,6 +444,10 @@ size_t MpcommPeerRegistry::waiters(const std::string& host_id) const {
     auto it = shared_->peers.find(host_id);
     if (it == shared_->peers.end() || !it->second.flight) return 0;
     return it->second.flight->waiters;
+}
+
+size_t MpcommPeerRegistry::handshakeThreadsAlive() {
+    return g_handshake_threads.load(std::memory_order_acquire);
 }
 
 size_t MpcommPeerRegistry::flightsRunning() const {

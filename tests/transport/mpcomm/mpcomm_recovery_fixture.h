@@ -23,6 +23,8 @@
 #include "kit/request_builder.h"
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
+#include "kit/wait_until.h"
+#include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 namespace mooncake::tent::testing {
 
@@ -88,7 +90,16 @@ class MpcommRecoveryTest : public ::testing::Test {
         engine_.reset();
     }
 
-    void TearDown() override { stopInitiator(); }
+    // A handshake that teardown abandoned ends once its peer answers or
+    // goes away, which each test arranges; the process must not exit under
+    // it, since exit destroys the logging statics that thread still uses.
+    void TearDown() override {
+        stopInitiator();
+        EXPECT_TRUE(waitUntil([] {
+            return MpcommPeerRegistry::handshakeThreadsAlive() == 0;
+        })) << MpcommPeerRegistry::handshakeThreadsAlive()
+            << " MPComm handshake thread(s) still running";
+    }
 
     uint8_t* local() { return static_cast<uint8_t*>(local_); }
 

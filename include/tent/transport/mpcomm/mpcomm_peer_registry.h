@@ -203,6 +203,11 @@ class MpcommPeerRegistry {
     // `host_id`, and flights running in all.
     size_t waiters(const std::string& host_id) const;
     size_t flightsRunning() const;
+    // Handshake threads alive in this process, across every registry,
+    // including those a drain abandoned. A thread stops counting only after
+    // its last action, so a caller that reads 0 has seen all their effects
+    // (their logging included) happen before it.
+    static size_t handshakeThreadsAlive();
 
  private:
     struct Shared;
