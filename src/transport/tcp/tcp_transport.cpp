@@ -97,6 +97,22 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     return Status::OK();
 }
 
+// The task `task_id` of `batch`, for cancel and status queries.
+Status findTask(Transport::SubBatchRef batch, int task_id,
+                std::shared_ptr<TcpTransport::Task>& task) {
+    auto* sub = static_cast<TcpSubBatch*>(batch);
+    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    std::lock_guard<std::mutex> lock(sub->mu);
+    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
+        return Status::InvalidArgument(
+            "tcp transport: task id " + std::to_string(task_id) +
+            " out of range (" + std::to_string(sub->tasks.size()) +
+            " submitted)");
+    }
+    task = sub->tasks[task_id];
+    return Status::OK();
+}
+
 }  // namespace
 
 TcpTransport::TcpTransport()
@@ -394,19 +410,8 @@ Status TcpTransport::submitTransferTasks(
 }
 
 Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
-    auto* sub = static_cast<TcpSubBatch*>(batch);
-    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
     std::shared_ptr<Task> task;
-    {
-        std::lock_guard<std::mutex> lock(sub->mu);
-        if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
-            return Status::InvalidArgument(
-                "tcp transport: task id " + std::to_string(task_id) +
-                " out of range (" + std::to_string(sub->tasks.size()) +
-                " submitted)");
-        }
-        task = sub->tasks[task_id];
-    }
+    CHECK_STATUS(findTask(batch, task_id, task));
     std::lock_guard<std::mutex> lock(queue_mu_);
     // Slices claimed later (none, once out of the queue) and slices not
     // yet on the wire skip the network.
@@ -425,19 +430,8 @@ Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
 
 Status TcpTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        TransferStatus& status) {
-    auto* sub = static_cast<TcpSubBatch*>(batch);
-    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
     std::shared_ptr<Task> task;
-    {
-        std::lock_guard<std::mutex> lock(sub->mu);
-        if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
-            return Status::InvalidArgument(
-                "tcp transport: task id " + std::to_string(task_id) +
-                " out of range (" + std::to_string(sub->tasks.size()) +
-                " submitted)");
-        }
-        task = sub->tasks[task_id];
-    }
+    CHECK_STATUS(findTask(batch, task_id, task));
     status.s = static_cast<TransferStatusEnum>(
         task->state.load(std::memory_order_acquire));
     status.transferred_bytes = task->transferred.load();
