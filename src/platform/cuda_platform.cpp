@@ -110,13 +110,8 @@ class CudaPlatform : public Platform {
 
     Status allocate(void** ptr, size_t size,
                     const Location& location) override {
-        if (!ptr) return Status::InvalidArgument("allocate: ptr is null");
-        if (size == 0) {
-            return Status::InvalidArgument("allocate: size is zero");
-        }
         ParsedLocation where;
-        Status s = parseLocation(location, where);
-        if (!s.ok()) return s;
+        CHECK_STATUS(checkAllocation(ptr, size, location, where));
         if (!where.device) return allocateHost(ptr, size, location);
         ScopedDevice scope(where.index);
         CHECK_STATUS(scope.status());

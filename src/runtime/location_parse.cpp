@@ -44,4 +44,13 @@ Status parseLocation(const Location& location, ParsedLocation& out) {
         "\" is not one of \"*\", \"cpu:<numa node>\", \"cuda:<device>\"");
 }
 
+Status checkAllocation(void** ptr, size_t size, const Location& location,
+                       ParsedLocation& out) {
+    if (!ptr) return Status::InvalidArgument("allocate: ptr is null");
+    if (size == 0) {
+        return Status::InvalidArgument("allocate: size is zero");
+    }
+    return parseLocation(location, out);
+}
+
 }  // namespace mooncake::tent

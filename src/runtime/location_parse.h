@@ -2,6 +2,7 @@
 // platforms and registration so that every one accepts the same spellings.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "tent/common/status.h"
@@ -18,5 +19,10 @@ struct ParsedLocation {
 // Accepts "*", "cpu", "cpu:N" and "cuda:N" (N a decimal below 2^16);
 // anything else is InvalidArgument naming the location.
 Status parseLocation(const Location& location, ParsedLocation& out);
+
+// The checks every Platform::allocate() starts with: `ptr` not null, `size`
+// not zero, then parseLocation().
+Status checkAllocation(void** ptr, size_t size, const Location& location,
+                       ParsedLocation& out);
 
 }  // namespace mooncake::tent

@@ -26,13 +26,8 @@ class CpuPlatform : public Platform {
 
     Status allocate(void** ptr, size_t size,
                     const Location& location) override {
-        if (!ptr) return Status::InvalidArgument("allocate: ptr is null");
-        if (size == 0) {
-            return Status::InvalidArgument("allocate: size is zero");
-        }
         ParsedLocation where;
-        Status s = parseLocation(location, where);
-        if (!s.ok()) return s;
+        CHECK_STATUS(checkAllocation(ptr, size, location, where));
         if (where.device) {
             return Status::NotImplemented(
                 "cannot allocate at location " + location +
