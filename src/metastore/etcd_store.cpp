@@ -11,13 +11,13 @@
 #include <mutex>
 
 #include "common/json_util.h"
+#include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 
 namespace mooncake::tent {
 
 namespace {
 
-constexpr size_t kMaxIdlePerServer = 8;
 // A gateway reply larger than this is not a segment descriptor.
 constexpr size_t kMaxReplyBytes = 64u << 20;
 
@@ -76,16 +76,10 @@ class EtcdStore : public MetaStore {
         : servers_text_(std::move(servers_text)),
           servers_(std::move(servers)),
           options_(options),
-          idle_(servers_.size()) {
+          pool_(servers_.size()) {
         static std::once_flag curl_once;
         std::call_once(curl_once,
                        [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-    }
-
-    ~EtcdStore() override {
-        for (auto& list : idle_) {
-            for (CURL* curl : list) curl_easy_cleanup(curl);
-        }
     }
 
     const char* type() const override { return "etcd"; }
@@ -212,27 +206,10 @@ class EtcdStore : public MetaStore {
         return Status::OK();
     }
 
+    // An idle handle for `server`, or a new one.
     CURL* acquire(size_t server) {
-        {
-            std::lock_guard<std::mutex> lock(idle_mu_);
-            if (!idle_[server].empty()) {
-                CURL* curl = idle_[server].back();
-                idle_[server].pop_back();
-                return curl;
-            }
-        }
-        return curl_easy_init();
-    }
-
-    void release(size_t server, CURL* curl) {
-        {
-            std::lock_guard<std::mutex> lock(idle_mu_);
-            if (idle_[server].size() < kMaxIdlePerServer) {
-                idle_[server].push_back(curl);
-                return;
-            }
-        }
-        curl_easy_cleanup(curl);
+        CURL* curl = pool_.take(server);
+        return curl ? curl : curl_easy_init();
     }
 
     // POSTs `request` to `path` on the first server that answers, starting
@@ -241,10 +218,7 @@ class EtcdStore : public MetaStore {
     Status post(const std::string& path, const Json::Value& request,
                 Json::Value& reply) {
         const std::string body = toCompactJson(request);
-        const size_t first = preferred_.load(std::memory_order_relaxed);
-        Status last;
-        for (size_t n = 0; n < servers_.size(); ++n) {
-            const size_t server = (first + n) % servers_.size();
+        return pool_.inTurn([&](size_t server, bool& next) {
             CURL* curl = acquire(server);
             if (curl == nullptr) {
                 return Status::InternalError("curl_easy_init failed");
@@ -268,13 +242,12 @@ class EtcdStore : public MetaStore {
             curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
             if (rc != CURLE_OK) {
                 curl_easy_cleanup(curl);
-                last =
-                    Status::MetadataError(path + " on " + where(server) +
-                                          " failed: " + curl_easy_strerror(rc));
-                continue;
+                next = true;
+                return Status::MetadataError(
+                    path + " on " + where(server) +
+                    " failed: " + curl_easy_strerror(rc));
             }
-            release(server, curl);
-            preferred_.store(server, std::memory_order_relaxed);
+            pool_.answered(server, curl);
             std::string errs;
             if (!parseJsonText(response, false, reply, errs) ||
                 !reply.isObject()) {
@@ -289,17 +262,14 @@ class EtcdStore : public MetaStore {
                     std::to_string(http) + "): " + response.substr(0, 200));
             }
             return Status::OK();
-        }
-        return last;
+        });
     }
 
     const std::string servers_text_;
     const std::vector<std::string> servers_;
     const MetaStoreOptions options_;
-    std::atomic<size_t> preferred_{0};
     std::atomic<int64_t> lease_{0};
-    std::mutex idle_mu_;  // guards idle_; never held across a call
-    std::vector<std::vector<CURL*>> idle_;
+    ServerPool<CURL*, curl_easy_cleanup> pool_;
 };
 
 }  // namespace

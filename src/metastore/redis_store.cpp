@@ -5,9 +5,8 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-#include <atomic>
-#include <mutex>
 
+#include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 #include "net/socket_io.h"
 
@@ -23,8 +22,6 @@ constexpr const char* kCompareAndSetScript =
 constexpr const char* kCompareAndRemoveScript =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('DEL', KEYS[1]) else return 0 end";
-// Idle connections kept per server; more concurrent callers connect anew.
-constexpr size_t kMaxIdlePerServer = 8;
 
 struct ReplyDeleter {
     void operator()(redisReply* reply) const { freeReplyObject(reply); }
@@ -38,13 +35,7 @@ class RedisStore : public MetaStore {
         : servers_text_(std::move(servers_text)),
           servers_(std::move(servers)),
           options_(options),
-          idle_(servers_.size()) {}
-
-    ~RedisStore() override {
-        for (auto& list : idle_) {
-            for (redisContext* ctx : list) redisFree(ctx);
-        }
-    }
+          pool_(servers_.size()) {}
 
     const char* type() const override { return "redis"; }
     const std::string& servers() const override { return servers_text_; }
@@ -104,14 +95,8 @@ class RedisStore : public MetaStore {
 
     // An idle connection to `server`, or a new one.
     Status acquire(size_t server, redisContext*& ctx) {
-        {
-            std::lock_guard<std::mutex> lock(idle_mu_);
-            if (!idle_[server].empty()) {
-                ctx = idle_[server].back();
-                idle_[server].pop_back();
-                return Status::OK();
-            }
-        }
+        ctx = pool_.take(server);
+        if (ctx) return Status::OK();
         std::string host;
         uint16_t port = 0;
         CHECK_STATUS(net::parseHostPort(servers_[server], "metadata server",
@@ -131,17 +116,6 @@ class RedisStore : public MetaStore {
         return Status::OK();
     }
 
-    void release(size_t server, redisContext* ctx) {
-        {
-            std::lock_guard<std::mutex> lock(idle_mu_);
-            if (idle_[server].size() < kMaxIdlePerServer) {
-                idle_[server].push_back(ctx);
-                return;
-            }
-        }
-        redisFree(ctx);
-    }
-
     // Runs one command on the first server that answers, starting from the
     // one that answered last. A Redis error reply is an error, not a reason
     // to try another server.
@@ -152,24 +126,24 @@ class RedisStore : public MetaStore {
             argv.push_back(arg.data());
             lens.push_back(arg.size());
         }
-        const size_t first = preferred_.load(std::memory_order_relaxed);
-        Status last;
-        for (size_t n = 0; n < servers_.size(); ++n) {
-            const size_t server = (first + n) % servers_.size();
+        return pool_.inTurn([&](size_t server, bool& next) {
             redisContext* ctx = nullptr;
-            last = acquire(server, ctx);
-            if (!last.ok()) continue;
+            Status s = acquire(server, ctx);
+            if (!s.ok()) {
+                next = true;
+                return s;
+            }
             auto* raw = static_cast<redisReply*>(redisCommandArgv(
                 ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
             if (raw == nullptr) {
-                last = Status::MetadataError(args[0] + " on " + where(server) +
-                                             " failed: " + ctx->errstr);
+                s = Status::MetadataError(args[0] + " on " + where(server) +
+                                          " failed: " + ctx->errstr);
                 redisFree(ctx);
-                continue;
+                next = true;
+                return s;
             }
             ReplyPtr reply(raw);
-            release(server, ctx);
-            preferred_.store(server, std::memory_order_relaxed);
+            pool_.answered(server, ctx);
             if (reply->type == REDIS_REPLY_ERROR) {
                 return Status::MetadataError(
                     where(server) + " refused " + args[0] + ": " +
@@ -177,16 +151,13 @@ class RedisStore : public MetaStore {
             }
             out = std::move(reply);
             return Status::OK();
-        }
-        return last;
+        });
     }
 
     const std::string servers_text_;
     const std::vector<std::string> servers_;
     const MetaStoreOptions options_;
-    std::atomic<size_t> preferred_{0};
-    std::mutex idle_mu_;  // guards idle_; never held across a call
-    std::vector<std::vector<redisContext*>> idle_;
+    ServerPool<redisContext*, redisFree> pool_;
 };
 
 }  // namespace
