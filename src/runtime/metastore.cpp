@@ -16,6 +16,22 @@ std::string trim(const std::string& text) {
     return text.substr(begin, end - begin + 1);
 }
 
+// The stores this build has; null for one whose client library was not
+// found at configure time.
+using StoreFactory = std::shared_ptr<MetaStore> (*)(std::string,
+                                                    std::vector<std::string>,
+                                                    const MetaStoreOptions&);
+#ifdef TENT_HAVE_REDIS
+const StoreFactory kRedisFactory = makeRedisStore;
+#else
+const StoreFactory kRedisFactory = nullptr;
+#endif
+#ifdef TENT_HAVE_ETCD
+const StoreFactory kEtcdFactory = makeEtcdStore;
+#else
+const StoreFactory kEtcdFactory = nullptr;
+#endif
+
 }  // namespace
 
 Status MetaStore::parseServers(const std::string& servers,
@@ -66,24 +82,17 @@ Status MetaStore::Create(const std::string& type, const std::string& servers,
     }
     std::vector<std::string> list;
     CHECK_STATUS(parseServers(servers, list));
-    if (type == "redis") {
-#ifdef TENT_HAVE_REDIS
-        out = makeRedisStore(servers, std::move(list), options);
-        return Status::OK();
-#else
+    const bool redis = type == "redis";
+    const StoreFactory make = redis ? kRedisFactory : kEtcdFactory;
+    if (!make) {
         return Status::NotImplemented(
-            "metadata_type redis is not available: this build has no "
-            "hiredis (install libhiredis-dev and configure again)");
-#endif
+            "metadata_type " + type + " is not available: this build has no " +
+            (redis ? "hiredis (install libhiredis-dev"
+                   : "libcurl (install libcurl4-openssl-dev") +
+            " and configure again)");
     }
-#ifdef TENT_HAVE_ETCD
-    out = makeEtcdStore(servers, std::move(list), options);
+    out = make(servers, std::move(list), options);
     return Status::OK();
-#else
-    return Status::NotImplemented(
-        "metadata_type etcd is not available: this build has no libcurl "
-        "(install libcurl4-openssl-dev and configure again)");
-#endif
 }
 
 }  // namespace mooncake::tent
