@@ -25,6 +25,7 @@ using mooncake::tent::Status;
 using mooncake::tent::TransferEngine;
 using mooncake::tent::TransferStatus;
 using mooncake::tent::TransportType;
+using mooncake::tent::capi::engineFor;
 using mooncake::tent::capi::engineOf;
 using mooncake::tent::capi::fail;
 using mooncake::tent::capi::report;
@@ -207,9 +208,9 @@ int tent_segment_name(tent_engine_t engine, char* buf, size_t buf_len) {
 
 int tent_rpc_server_addr_port(tent_engine_t engine, char* addr_buf,
                               size_t buf_len, uint16_t* port) {
-    TransferEngine* e = engineOf(engine, "tent_rpc_server_addr_port");
+    TransferEngine* e =
+        engineFor(engine, "tent_rpc_server_addr_port", port, "port");
     if (!e) return -1;
-    if (!port) return fail("tent_rpc_server_addr_port: port is NULL");
     const uint16_t p = e->getRpcServerPort();
     // The C call reports the host and the port apart; strip the port if
     // the C++ address carries it ("host:port").
@@ -246,9 +247,9 @@ int tent_close_segment(tent_engine_t engine, tent_segment_id_t handle) {
 
 int tent_get_segment_info(tent_engine_t engine, tent_segment_id_t handle,
                           tent_segment_info_t* info) {
-    TransferEngine* e = engineOf(engine, "tent_get_segment_info");
+    TransferEngine* e =
+        engineFor(engine, "tent_get_segment_info", info, "info");
     if (!e) return -1;
-    if (!info) return fail("tent_get_segment_info: info is NULL");
     SegmentInfo desc;
     if (report(e->getSegmentInfo(handle, desc)) != 0) return -1;
     tent_buffer_info* buffers = nullptr;
@@ -274,10 +275,8 @@ int tent_get_segment_info(tent_engine_t engine, tent_segment_id_t handle,
 }
 
 void tent_free_segment_info(tent_segment_info_t* info) {
-    if (!info) return;
-    std::free(info->buffers);
-    info->buffers = nullptr;
-    info->num_buffers = 0;
+    mooncake::tent::capi::freeArray(info, &tent_segment_info_t::buffers,
+                                    &tent_segment_info_t::num_buffers);
 }
 
 tent_batch_id_t tent_allocate_batch(tent_engine_t engine, size_t batch_size) {
@@ -313,9 +312,8 @@ int tent_submit(tent_engine_t engine, tent_batch_id_t batch_id,
 
 int tent_task_status(tent_engine_t engine, tent_batch_id_t batch_id,
                      size_t task_id, tent_status_t* status) {
-    TransferEngine* e = engineOf(engine, "tent_task_status");
+    TransferEngine* e = engineFor(engine, "tent_task_status", status, "status");
     if (!e) return -1;
-    if (!status) return fail("tent_task_status: status is NULL");
     TransferStatus s;
     if (report(e->getTransferStatus(batch_id, task_id, s)) != 0) return -1;
     toCStatus(s, status);
@@ -324,9 +322,9 @@ int tent_task_status(tent_engine_t engine, tent_batch_id_t batch_id,
 
 int tent_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
                         tent_status_t* status) {
-    TransferEngine* e = engineOf(engine, "tent_overall_status");
+    TransferEngine* e =
+        engineFor(engine, "tent_overall_status", status, "status");
     if (!e) return -1;
-    if (!status) return fail("tent_overall_status: status is NULL");
     TransferStatus s;
     if (report(e->getTransferStatus(batch_id, s)) != 0) return -1;
     toCStatus(s, status);
@@ -335,9 +333,9 @@ int tent_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
 
 int tent_task_status_list(tent_engine_t engine, tent_batch_id_t batch_id,
                           tent_status_t* statuses, size_t* count) {
-    TransferEngine* e = engineOf(engine, "tent_task_status_list");
+    TransferEngine* e =
+        engineFor(engine, "tent_task_status_list", count, "count");
     if (!e) return -1;
-    if (!count) return fail("tent_task_status_list: count is NULL");
     if (!statuses && *count > 0) {
         return fail("tent_task_status_list: statuses is NULL with count " +
                     std::to_string(*count));

@@ -91,6 +91,18 @@ int toLists(const char* call, void** addrs, size_t* sizes, size_t count,
     return 0;
 }
 
+// Registers `count` buffers `how` (a Permission or MemoryOptions) once the
+// caller checked the engine and `how`.
+template <typename How>
+int registerBatch(const char* call, TransferEngine* e, void** addrs,
+                  size_t* sizes, size_t count, How& how) {
+    std::vector<void*> addr_list;
+    std::vector<size_t> size_list;
+    if (toLists(call, addrs, sizes, count, false, addr_list, size_list) != 0)
+        return -1;
+    return report(e->registerLocalMemory(addr_list, size_list, how));
+}
+
 }  // namespace
 
 extern "C" {
@@ -133,12 +145,8 @@ int tent_register_memory_batch(tent_engine_t engine, void** addrs,
     const char* call = "tent_register_memory_batch";
     TransferEngine* e = engineOf(engine, call);
     Permission perm;
-    std::vector<void*> addr_list;
-    std::vector<size_t> size_list;
-    if (!e || toPermission(call, permission, perm) != 0 ||
-        toLists(call, addrs, sizes, count, false, addr_list, size_list) != 0)
-        return -1;
-    return report(e->registerLocalMemory(addr_list, size_list, perm));
+    if (!e || toPermission(call, permission, perm) != 0) return -1;
+    return registerBatch(call, e, addrs, sizes, count, perm);
 }
 
 int tent_unregister_memory_batch(tent_engine_t engine, void** addrs,
@@ -177,12 +185,8 @@ int tent_register_memory_batch_ex(tent_engine_t engine, void** addrs,
     const char* call = "tent_register_memory_batch_ex";
     TransferEngine* e = engineOf(engine, call);
     MemoryOptions options;
-    std::vector<void*> addr_list;
-    std::vector<size_t> size_list;
-    if (!e || toOptions(call, opts, options) != 0 ||
-        toLists(call, addrs, sizes, count, false, addr_list, size_list) != 0)
-        return -1;
-    return report(e->registerLocalMemory(addr_list, size_list, options));
+    if (!e || toOptions(call, opts, options) != 0) return -1;
+    return registerBatch(call, e, addrs, sizes, count, options);
 }
 
 }  // extern "C"

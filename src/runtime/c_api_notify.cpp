@@ -15,6 +15,7 @@ using mooncake::tent::Notification;
 using mooncake::tent::Request;
 using mooncake::tent::TransferEngine;
 using mooncake::tent::capi::copyTruncated;
+using mooncake::tent::capi::engineFor;
 using mooncake::tent::capi::engineOf;
 using mooncake::tent::capi::fail;
 using mooncake::tent::capi::report;
@@ -77,9 +78,8 @@ int tent_send_notifs(tent_engine_t engine, tent_segment_id_t handle,
 }
 
 int tent_recv_notifs(tent_engine_t engine, tent_notifi_info* info) {
-    TransferEngine* e = engineOf(engine, "tent_recv_notifs");
+    TransferEngine* e = engineFor(engine, "tent_recv_notifs", info, "info");
     if (!e) return -1;
-    if (!info) return fail("tent_recv_notifs: info is NULL");
     std::vector<Notification> list;
     if (report(e->receiveNotification(list)) != 0) return -1;
     info->num_records = 0;
@@ -115,17 +115,15 @@ int tent_recv_notifs(tent_engine_t engine, tent_notifi_info* info) {
 }
 
 void tent_free_notifs(tent_notifi_info* info) {
-    if (!info) return;
-    std::free(info->records);
-    info->records = nullptr;
-    info->num_records = 0;
+    mooncake::tent::capi::freeArray(info, &tent_notifi_info::records,
+                                    &tent_notifi_info::num_records);
 }
 
 int tent_get_nic_load_stats(tent_engine_t engine, tent_nic_load_stat_t* stats,
                             size_t* count) {
-    TransferEngine* e = engineOf(engine, "tent_get_nic_load_stats");
+    TransferEngine* e =
+        engineFor(engine, "tent_get_nic_load_stats", count, "count");
     if (!e) return -1;
-    if (!count) return fail("tent_get_nic_load_stats: count is NULL");
     if (!stats && *count > 0) {
         return fail("tent_get_nic_load_stats: stats is NULL with count " +
                     std::to_string(*count));
