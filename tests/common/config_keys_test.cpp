@@ -23,26 +23,38 @@ namespace mooncake::tent {
 namespace {
 
 TEST(ConfigKeysTest, TcpDefaultsAreTheDocumentedOnes) {
-    // The initiator's settings start from these; the table says 5000,
-    // 1000, 524288 and 2097152 (workers is not documented there).
-    const TcpTransport::Settings settings;
-    EXPECT_EQ(settings.timeout_ms, 5000);
-    EXPECT_EQ(settings.unregister_wait_ms, 1000);
-    EXPECT_EQ(settings.send_buffer_bytes, 524288);
-    EXPECT_EQ(settings.min_slice_bytes, 2097152);
-    // The target's limits after an install with none of the keys set.
+    // What an install with none of the keys set read: the table says 5000,
+    // 1000, 10000, 524288, 2097152, 67108864 and 1048576 (workers is not
+    // documented there).
     auto manager = std::make_shared<SegmentManager>(
         "127.0.0.1:1", testing::DescriptorFetcher::fixedEndpoint(TCP, ""));
     TcpTransport transport;
     ASSERT_TRUE(
         testing::installTcp(transport, manager, std::make_shared<Config>())
             .ok());
+    const TcpTransport::Settings& settings = transport.settings();
+    EXPECT_EQ(settings.timeout_ms, 5000);
+    EXPECT_EQ(settings.unregister_wait_ms, 1000);
+    EXPECT_EQ(settings.unregister_timeout_ms, 10000);
+    EXPECT_EQ(settings.send_buffer_bytes, 524288);
+    EXPECT_EQ(settings.min_slice_bytes, 2097152);
+    EXPECT_EQ(settings.staging_pool_bytes, 67108864);
+    EXPECT_EQ(settings.staging_slice_bytes, 1048576);
+    // The target's limits.
     const net::ServerLimits& limits = transport.server().limits();
     EXPECT_EQ(limits.idle_timeout_ms, 60000);
     EXPECT_EQ(limits.frame_timeout_ms, 30000);
     EXPECT_EQ(limits.max_connections, 256);
     EXPECT_EQ(limits.key_prefix, "transports/tcp");
     EXPECT_TRUE(transport.uninstall().ok());
+    // A set key is what the transport holds instead.
+    auto conf = std::make_shared<Config>();
+    conf->set("transports/tcp/unregister_timeout_ms", 2500);
+    TcpTransport set;
+    ASSERT_TRUE(testing::installTcp(set, manager, conf).ok());
+    EXPECT_EQ(set.settings().unregister_timeout_ms, 2500);
+    EXPECT_EQ(set.settings().unregister_wait_ms, 1000);
+    EXPECT_TRUE(set.uninstall().ok());
 }
 
 struct Refusal {
@@ -64,6 +76,10 @@ TEST(ConfigKeysTest, TcpKeysOutOfBoundsAreRefusedNamingKeyAndValue) {
          "transports/tcp/workers must be in [1, 256], got 257"},
         {"transports/tcp/unregister_wait_ms", 0,
          "transports/tcp/unregister_wait_ms" + pos + "0"},
+        {"transports/tcp/unregister_timeout_ms", 0,
+         "transports/tcp/unregister_timeout_ms" + pos + "0"},
+        {"transports/tcp/unregister_timeout_ms", -1,
+         "transports/tcp/unregister_timeout_ms" + pos + "-1"},
         {"transports/tcp/idle_timeout_ms", 0,
          "transports/tcp/idle_timeout_ms must be in [1, 2147483647], got 0"},
         {"transports/tcp/frame_timeout_ms", -1,
@@ -84,6 +100,7 @@ TEST(ConfigKeysTest, TcpKeysOutOfBoundsAreRefusedNamingKeyAndValue) {
              {"transports/tcp/workers", 1},
              {"transports/tcp/workers", 256},
              {"transports/tcp/unregister_wait_ms", 1},
+             {"transports/tcp/unregister_timeout_ms", 1},
              {"transports/tcp/idle_timeout_ms", 1},
              {"transports/tcp/frame_timeout_ms", 1},
              {"transports/tcp/max_connections", 1},

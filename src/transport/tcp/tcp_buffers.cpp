@@ -3,19 +3,10 @@
 #include <glog/logging.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <chrono>
 #include <sstream>
 
 namespace mooncake::tent {
-
-namespace {
-
-// How long remove() waits for the accesses whose sockets it shut down to
-// leave (at least; wait_ms when that is longer).
-constexpr std::chrono::milliseconds kLeaveBound{10000};
-
-}  // namespace
 
 std::string hexRange(uint64_t addr, uint64_t length) {
     std::ostringstream os;
@@ -89,7 +80,8 @@ void TcpBufferTable::unpin(Entry& entry, int fd) {
     if (entry.fds.empty() && entry.retiring.load()) released_.notify_all();
 }
 
-Status TcpBufferTable::remove(uint64_t base, uint64_t length, int wait_ms) {
+Status TcpBufferTable::remove(uint64_t base, uint64_t length, int wait_ms,
+                              int leave_ms) {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = buffers_.find(base);
     if (it == buffers_.end()) {
@@ -114,15 +106,16 @@ Status TcpBufferTable::remove(uint64_t base, uint64_t length, int wait_ms) {
                  << wait_ms << " ms; closing their connections";
     for (int fd : entry->fds) ::shutdown(fd, SHUT_RDWR);
     // From here no peer is waited for, only our own serving threads, which
-    // leave as soon as they are scheduled: wait_ms (patience with peers,
-    // possibly a few ms) would turn a busy host into a failure.
-    const auto leave_bound = std::max(bound, kLeaveBound);
+    // leave as soon as they are scheduled: a bound of its own, since
+    // wait_ms (patience with peers, possibly a few ms) would turn a busy
+    // host into a failure.
+    const auto leave_bound = std::chrono::milliseconds(leave_ms);
     if (released_.wait_for(lock, leave_bound, idle)) return Status::OK();
     return Status::InternalError(
         "tcp transport: buffer " + hexRange(entry->base, entry->length) +
         " is still accessed by " + std::to_string(entry->fds.size()) +
-        " connection(s) " + std::to_string(leave_bound.count()) +
-        " ms after shutting them down");
+        " connection(s) transports/tcp/unregister_timeout_ms=" +
+        std::to_string(leave_ms) + " ms after shutting them down");
 }
 
 size_t TcpBufferTable::activeAccesses() const {

@@ -9,8 +9,9 @@
 // start, and then waits for the accesses already in flight on THAT buffer
 // only: up to `wait_ms` for them to finish or notice the retirement, after
 // which it shuts their sockets down (a peer stalled mid-request is cut
-// off) and waits for them to leave. When remove() returns, no peer touches
-// the range again. Registering or removing other buffers never waits.
+// off) and waits up to `leave_ms` for them to leave. When remove() returns,
+// no peer touches the range again. Registering or removing other buffers
+// never waits.
 #pragma once
 
 #include <atomic>
@@ -63,10 +64,10 @@ class TcpBufferTable {
     Status add(uint64_t base, uint64_t length, bool device = false);
     // Unregisters the buffer at `base` as described above (`length` only
     // names the range in errors). InvalidArgument when none is registered
-    // there; InternalError (naming the range) in the unlikely case that
-    // accesses outlive even their shut-down sockets by 10 s (or `wait_ms`,
-    // when longer): leaving then needs only our own threads to run.
-    Status remove(uint64_t base, uint64_t length, int wait_ms);
+    // there; InternalError (naming the range and the key) in the unlikely
+    // case that accesses outlive even their shut-down sockets by
+    // `leave_ms`: leaving then needs only our own threads to run.
+    Status remove(uint64_t base, uint64_t length, int wait_ms, int leave_ms);
     // Pins the one buffer that wholly contains [addr, addr + length) for an
     // access served on socket `fd`; an empty Pin when none does.
     Pin pin(uint64_t addr, uint64_t length, int fd);

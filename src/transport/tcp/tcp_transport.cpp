@@ -62,6 +62,10 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     int wait_ms =
         conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
     CHECK_STATUS(checkPositive("transports/tcp/unregister_wait_ms", wait_ms));
+    int leave_ms = conf->get("transports/tcp/unregister_timeout_ms",
+                             out.unregister_timeout_ms);
+    CHECK_STATUS(
+        checkPositive("transports/tcp/unregister_timeout_ms", leave_ms));
     int send_buffer =
         conf->get("transports/tcp/send_buffer_bytes", out.send_buffer_bytes);
     if (send_buffer != 0 && (send_buffer < kMinSendBufferBytes ||
@@ -93,6 +97,7 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     out.workers = workers;
     out.min_slice_bytes = slice;
     out.unregister_wait_ms = wait_ms;
+    out.unregister_timeout_ms = leave_ms;
     out.send_buffer_bytes = send_buffer;
     return Status::OK();
 }
@@ -278,7 +283,8 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
 Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
     // Waits only for peer accesses to this buffer, and only boundedly.
     return buffers_->remove(desc.addr, desc.length,
-                            settings_.unregister_wait_ms);
+                            settings_.unregister_wait_ms,
+                            settings_.unregister_timeout_ms);
 }
 
 size_t TcpTransport::activeAccesses() const {

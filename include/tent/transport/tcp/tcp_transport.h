@@ -99,12 +99,16 @@ class TcpTransport : public Transport {
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
+    // The transports/tcp/* keys install() read (defaults where unset).
     struct Settings {
         int timeout_ms = 5000;
         int workers = 4;
         // How long removeMemoryBuffer() waits for peer accesses in flight
         // on that buffer before it closes their connections.
         int unregister_wait_ms = 1000;
+        // How long it then waits for the serving threads of those closed
+        // connections to leave before it reports the buffer still in use.
+        int unregister_timeout_ms = 10000;
         // SO_SNDBUF of every socket this transport dials or accepts; 0
         // leaves the kernel's autotuning. The default keeps a request's
         // bytes in the cache between the sender's copy and the reader's
@@ -119,6 +123,8 @@ class TcpTransport : public Transport {
         int64_t staging_pool_bytes = 64ll * 1024 * 1024;
         int staging_slice_bytes = 1024 * 1024;
     };
+    // What the last install() read, for diagnostics and tests.
+    const Settings& settings() const { return settings_; }
 
  private:
     // tcp_server.cpp: serves one request frame; false closes the connection.
