@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/engine_config.h"
 #include "kit/request_builder.h"
 #include "kit/target_process.h"
 #include "tent/transfer_engine.h"
@@ -36,17 +37,6 @@ constexpr auto kDeadline = std::chrono::seconds(30);
 
 inline uint8_t patternByte(size_t i, uint8_t seed) {
     return static_cast<uint8_t>((i * 131 + seed) ^ (i >> 11));
-}
-
-inline std::shared_ptr<Config> onlyTransport(TransportType xport) {
-    auto conf = std::make_shared<Config>();
-    conf->set("rpc_server_hostname", std::string("127.0.0.1"));
-    for (const char* name : {"tcp", "mpcomm", "rdma", "shm", "nvlink", "mnnvl",
-                             "gds", "io_uring"}) {
-        conf->set(std::string("transports/") + name + "/enable",
-                  parseTransportType(name) == xport);
-    }
-    return conf;
 }
 
 inline bool hasTransport(const TransferEngine& engine, TransportType xport) {

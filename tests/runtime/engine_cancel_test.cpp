@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kit/engine_config.h"
 #include "kit/mock_mpcomm_adapter.h"
 #include "kit/request_builder.h"
 #include "kit/wait_until.h"
@@ -24,15 +25,8 @@ namespace {
 
 using testing::BoundedThread;
 using testing::MockMpcommAdapter;
+using testing::onlyTransport;
 using testing::waitUntil;
-
-std::shared_ptr<Config> baseConfig(bool mpcomm) {
-    auto conf = std::make_shared<Config>();
-    conf->set("rpc_server_hostname", "127.0.0.1");
-    conf->set("transports/tcp/enable", !mpcomm);
-    conf->set("transports/mpcomm/enable", mpcomm);
-    return conf;
-}
 
 bool isFinal(TransferStatusEnum s) { return s != PENDING && s != INITIAL; }
 
@@ -49,8 +43,8 @@ class MpcommCancelTest : public ::testing::Test {
             adapters_.push_back(adapter);
             return std::make_unique<MpcommTransport>(adapter);
         });
-        target_ = std::make_unique<TransferEngine>(baseConfig(true));
-        auto conf = baseConfig(true);
+        target_ = std::make_unique<TransferEngine>(onlyTransport(MPCOMM));
+        auto conf = onlyTransport(MPCOMM);
         conf->set("batch/cancel_timeout_ms", cancel_timeout_ms);
         initiator_ = std::make_unique<TransferEngine>(conf);
         setTransportFactoryOverride(MPCOMM, nullptr);
@@ -192,9 +186,9 @@ class TcpCancelTest : public ::testing::Test {
 
     void SetUp() override {
         unsetenv("MC_TENT_CONF");
-        auto conf = baseConfig(false);
+        auto conf = onlyTransport(TCP);
         conf->set("transports/tcp/workers", 1);
-        target_ = std::make_unique<TransferEngine>(baseConfig(false));
+        target_ = std::make_unique<TransferEngine>(onlyTransport(TCP));
         initiator_ = std::make_unique<TransferEngine>(conf);
         ASSERT_TRUE(target_->available() && initiator_->available());
         ASSERT_TRUE(target_->allocateLocalMemory(&remote_, kBig).ok());

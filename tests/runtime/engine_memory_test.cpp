@@ -10,9 +10,9 @@
 #include <chrono>
 #include <cstring>
 #include <future>
-#include <sstream>
 #include <thread>
 
+#include "kit/engine_config.h"
 #include "kit/request_builder.h"
 #include "net/socket_io.h"
 #include "tent/runtime/control_plane.h"
@@ -23,21 +23,6 @@ namespace {
 
 // Only turns a hang into a failure.
 constexpr int kBoundMs = 20000;
-
-std::shared_ptr<Config> tcpOnly() {
-    auto conf = std::make_shared<Config>();
-    conf->set("rpc_server_hostname", std::string("127.0.0.1"));
-    conf->set("transports/mpcomm/enable", false);
-    conf->set("transports/shm/enable", false);
-    conf->set("transports/tcp/enable", true);
-    return conf;
-}
-
-std::string describe(const void* addr, size_t size) {
-    std::ostringstream os;
-    os << addr << " (length " << size << ")";
-    return os.str();
-}
 
 // Polls until the task leaves PENDING; the bound turns a hang into a
 // failure.
@@ -57,8 +42,8 @@ Request request(Request::OpCode op, void* local, SegmentID target,
 }
 
 TEST(EngineMemoryTest, RegisteredMemoryIsNotFreedUnderAPeer) {
-    TransferEngine target(tcpOnly());
-    TransferEngine initiator(tcpOnly());
+    TransferEngine target(testing::onlyTransport(TCP));
+    TransferEngine initiator(testing::onlyTransport(TCP));
     ASSERT_TRUE(target.available() && initiator.available());
     constexpr size_t kSize = 64 << 10;
     void* mem = nullptr;
@@ -70,7 +55,7 @@ TEST(EngineMemoryTest, RegisteredMemoryIsNotFreedUnderAPeer) {
     // write into it.
     EXPECT_EQ(target.freeLocalMemory(mem),
               Status::InvalidArgument("freeLocalMemory: buffer " +
-                                      describe(mem, kSize) +
+                                      testing::bufferText(mem, kSize) +
                                       " is still registered with tcp; "
                                       "unregister it before freeing the "
                                       "memory"));
@@ -100,7 +85,7 @@ TEST(EngineMemoryTest, RegisteredMemoryIsNotFreedUnderAPeer) {
 }
 
 TEST(EngineMemoryTest, FreeingAnAllocationThatHoldsARegisteredRangeIsRefused) {
-    TransferEngine engine(tcpOnly());
+    TransferEngine engine(testing::onlyTransport(TCP));
     ASSERT_TRUE(engine.available());
     char* mem = nullptr;
     ASSERT_TRUE(
@@ -109,7 +94,7 @@ TEST(EngineMemoryTest, FreeingAnAllocationThatHoldsARegisteredRangeIsRefused) {
     ASSERT_TRUE(engine.registerLocalMemory(mem + 8192, 4096).ok());
     EXPECT_EQ(engine.freeLocalMemory(mem),
               Status::InvalidArgument("freeLocalMemory: buffer " +
-                                      describe(mem + 8192, 4096) +
+                                      testing::bufferText(mem + 8192, 4096) +
                                       " is still registered with tcp; "
                                       "unregister it before freeing the "
                                       "memory"));
@@ -181,7 +166,7 @@ class ManualTcpPeer {
 
 TEST(EngineMemoryTest, FreeBatchWithAReadInFlightRefusesAfterItsBound) {
     ManualTcpPeer peer;
-    auto conf = tcpOnly();
+    auto conf = testing::onlyTransport(TCP);
     conf->set("batch/free_timeout_ms", 200);
     conf->set("transports/tcp/timeout_ms", 600000);
     auto engine = std::make_unique<TransferEngine>(conf);
@@ -227,7 +212,7 @@ TEST(EngineMemoryTest, FreeBatchWithAReadInFlightRefusesAfterItsBound) {
 
 TEST(EngineMemoryTest, FreeBatchWaitsForTransfersInFlight) {
     ManualTcpPeer peer;
-    auto conf = tcpOnly();
+    auto conf = testing::onlyTransport(TCP);
     conf->set("batch/free_timeout_ms", kBoundMs);
     auto engine = std::make_unique<TransferEngine>(conf);
     ASSERT_TRUE(engine->available());

@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <sstream>
 #include <vector>
 
+#include "kit/engine_config.h"
 #include "kit/fake_device_platform.h"
 #include "runtime/location_parse.h"
 #include "tent/transfer_engine.h"
@@ -18,21 +18,6 @@ namespace {
 
 using testing::FakeDevicePlatform;
 using testing::ScopedPlatform;
-
-std::shared_ptr<Config> tcpOnly() {
-    auto conf = std::make_shared<Config>();
-    conf->set("rpc_server_hostname", std::string("127.0.0.1"));
-    conf->set("transports/mpcomm/enable", false);
-    conf->set("transports/shm/enable", false);
-    conf->set("transports/tcp/enable", true);
-    return conf;
-}
-
-std::string describe(const void* addr, size_t size) {
-    std::ostringstream os;
-    os << addr << " (length " << size << ")";
-    return os.str();
-}
 
 // The one local buffer's location as the descriptor publishes it.
 std::string publishedLocation(TransferEngine& engine) {
@@ -142,7 +127,7 @@ TEST(PlatformTest, LocationsParseOrNameTheBadValue) {
 }
 
 TEST(PlatformTest, RegistrationPublishesTheLocationThePlatformFinds) {
-    TransferEngine engine(tcpOnly());
+    TransferEngine engine(testing::onlyTransport(TCP));
     ASSERT_TRUE(engine.available());
     std::vector<char> host(4096);
     ASSERT_TRUE(engine.registerLocalMemory(host.data(), host.size()).ok());
@@ -160,7 +145,7 @@ TEST(PlatformTest, RegistrationPublishesTheLocationThePlatformFinds) {
 }
 
 TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
-    TransferEngine engine(tcpOnly());
+    TransferEngine engine(testing::onlyTransport(TCP));
     ASSERT_TRUE(engine.available());
     std::vector<char> host(4096);
     MemoryOptions options;
@@ -170,7 +155,7 @@ TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
     ASSERT_TRUE(
         currentPlatform()->locate(host.data(), host.size(), found).ok());
     std::string want = "cannot register buffer " +
-                       describe(host.data(), host.size()) +
+                       testing::bufferText(host.data(), host.size()) +
                        " at location cuda:0: the " + defaultPlatform()->name() +
                        " platform locates it at " + found;
 #ifndef USE_CUDA
@@ -179,12 +164,12 @@ TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
     EXPECT_EQ(s, Status::InvalidArgument(want));
 
     options.location = "dram";
-    EXPECT_EQ(
-        engine.registerLocalMemory(host.data(), host.size(), options),
-        Status::InvalidArgument(
-            "cannot register buffer " + describe(host.data(), host.size()) +
-            ": location \"dram\" is not one of \"*\", \"cpu:<numa "
-            "node>\", \"cuda:<device>\""));
+    EXPECT_EQ(engine.registerLocalMemory(host.data(), host.size(), options),
+              Status::InvalidArgument(
+                  "cannot register buffer " +
+                  testing::bufferText(host.data(), host.size()) +
+                  ": location \"dram\" is not one of \"*\", \"cpu:<numa "
+                  "node>\", \"cuda:<device>\""));
     SegmentInfo info;
     ASSERT_TRUE(engine.getSegmentInfo(LOCAL_SEGMENT_ID, info).ok());
     EXPECT_TRUE(info.buffers.empty());
@@ -193,7 +178,7 @@ TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
 TEST(PlatformTest, DeviceMemoryOnTheWrongDeviceIsRefusedNamingBoth) {
     auto fake = std::make_shared<FakeDevicePlatform>();
     ScopedPlatform scoped(fake);
-    TransferEngine engine(tcpOnly());
+    TransferEngine engine(testing::onlyTransport(TCP));
     ASSERT_TRUE(engine.available());
     void* dev = nullptr;
     MemoryOptions at1;
@@ -204,7 +189,7 @@ TEST(PlatformTest, DeviceMemoryOnTheWrongDeviceIsRefusedNamingBoth) {
     at0.location = "cuda:0";
     EXPECT_EQ(engine.registerLocalMemory(dev, 4096, at0),
               Status::InvalidArgument(
-                  "cannot register buffer " + describe(dev, 4096) +
+                  "cannot register buffer " + testing::bufferText(dev, 4096) +
                   " at location cuda:0: the fake-device platform locates "
                   "it at cuda:1"));
     EXPECT_TRUE(engine.freeLocalMemory(dev).ok());

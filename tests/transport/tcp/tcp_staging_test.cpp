@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/engine_config.h"
 #include "kit/fake_device_platform.h"
 #include "kit/request_builder.h"
 #include "net/socket_io.h"
@@ -34,11 +35,7 @@ constexpr size_t kLength = 16 * kStageSlice + 100;
 constexpr int kSlices = 17;
 
 std::shared_ptr<Config> tcpConf(int64_t pool_bytes) {
-    auto conf = std::make_shared<Config>();
-    conf->set("rpc_server_hostname", std::string("127.0.0.1"));
-    conf->set("transports/mpcomm/enable", false);
-    conf->set("transports/shm/enable", false);
-    conf->set("transports/tcp/enable", true);
+    auto conf = testing::onlyTransport(TCP);
     conf->set("transports/tcp/staging_slice_bytes", kStageSlice);
     conf->set("transports/tcp/staging_pool_bytes", pool_bytes);
     return conf;
