@@ -75,12 +75,25 @@ class TwoProcessTest : public ::testing::Test {
     // Starts the target and brings up the initiator; skips (or fails, see
     // above) when either has no `xport`.
     void startPair(TransportType xport) {
-        xport_ = xport;
+        TargetOptions options;
+        options.xport = xport;
+        ASSERT_NO_FATAL_FAILURE(startTargetWith(options));
+        if (IsSkipped()) return;
+        startInitiator();
+    }
+
+    // Starts the target with `options` (its mpcomm_port, when 0, the
+    // pair's port + 1) and sets MPCOMM_TCP_PORT for the initiator's
+    // engine, not yet built; skips (or fails, see above) when the target
+    // has no `options.xport`.
+    void startTargetWith(TargetOptions options) {
+        xport_ = options.xport;
         unsetenv("MC_TENT_CONF");
         unsetenv("MPCOMM_REMOTE_TCP_PORT");
         const int port = 18000 + (getpid() % 3000) * 2;  // 18000-23999
+        if (options.mpcomm_port == 0) options.mpcomm_port = port + 1;
         std::string why;
-        switch (target_process_.start({xport, 0, port + 1}, why)) {
+        switch (target_process_.start(options, why)) {
             case TargetProcess::Started::kReady:
                 break;
             case TargetProcess::Started::kSkipped:
@@ -92,7 +105,6 @@ class TwoProcessTest : public ::testing::Test {
         target_name_ = target_process_.name();
         target_base_ = target_process_.base();
         setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
-        startInitiator();
     }
 
     void startInitiator() {

@@ -35,28 +35,12 @@ class NotifyPairTest : public TwoProcessTest {
     // The kit's target (kit/target_process.h), its notification queue
     // bounded at kFloodBound per peer.
     void startTarget(TransportType xport) {
-        xport_ = xport;
-        unsetenv("MC_TENT_CONF");
-        unsetenv("MPCOMM_REMOTE_TCP_PORT");
-        const int port = 18000 + (getpid() % 3000) * 2;
         TargetOptions options;
         options.xport = xport;
-        options.mpcomm_port = port + 1;
         options.int_conf =
             "notification/max_pending_per_peer=" + std::to_string(kFloodBound);
-        std::string why;
-        switch (target_process_.start(options, why)) {
-            case TargetProcess::Started::kReady:
-                break;
-            case TargetProcess::Started::kSkipped:
-                skipOrFail("target: " + why);
-                return;
-            case TargetProcess::Started::kFailed:
-                FAIL() << "target: " << why;
-        }
-        target_name_ = target_process_.name();
-        target_base_ = target_process_.base();
-        setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
+        ASSERT_NO_FATAL_FAILURE(startTargetWith(options));
+        if (IsSkipped()) return;
         startInitiator();
     }
 

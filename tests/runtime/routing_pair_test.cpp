@@ -99,32 +99,16 @@ class RoutingPairTest : public testing::TwoProcessTest {
     // skips, or fails under TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1, when it has
     // no `xport`.
     void startTarget(TransportType xport, bool with_tcp) {
-        xport_ = xport;
-        unsetenv("MC_TENT_CONF");
-        port_ = 18000 + (getpid() % 3000) * 2;  // as the kit's fixture
         testing::TargetOptions options;
         options.xport = xport;
-        options.mpcomm_port = port_ + 1;
         options.with_tcp = with_tcp;
-        std::string why;
-        switch (target_process_.start(options, why)) {
-            case testing::TargetProcess::Started::kReady:
-                break;
-            case testing::TargetProcess::Started::kSkipped:
-                skipOrFail("target: " + why);
-                return;
-            case testing::TargetProcess::Started::kFailed:
-                FAIL() << "target: " << why;
-        }
-        target_name_ = target_process_.name();
-        target_base_ = target_process_.base();
+        startTargetWith(options);
     }
 
     // The initiator's engine, built after the test's overrides are in
     // place, with a host buffer (local_) and a "device" one (vram_ at
     // cuda:0 on the fake platform).
     void startInitiatorWith(std::shared_ptr<Config> conf) {
-        setenv("MPCOMM_TCP_PORT", std::to_string(port_).c_str(), 1);
         engine_ = std::make_unique<TransferEngine>(conf);
         ASSERT_TRUE(engine_->available());
         if (!testing::hasTransport(*engine_, xport_)) {
@@ -178,7 +162,6 @@ class RoutingPairTest : public testing::TwoProcessTest {
     std::shared_ptr<FakeDevicePlatform> fake_ =
         std::make_shared<FakeDevicePlatform>();
     void* vram_ = nullptr;
-    int port_ = 0;
     Location remote_location_;
 };
 
