@@ -140,4 +140,43 @@ class MpcommLifecycleFixture : public MpcommTransportFixture {
     }
 };
 
+// The peer lifecycle suites (mpcomm_lifecycle_test.cpp,
+// mpcomm_lifecycle_peers_test.cpp): a short connect bound and a held
+// handshake.
+class MpcommLifecycle : public MpcommLifecycleFixture {
+ protected:
+    static constexpr int64_t kTimeoutMs = 200;
+
+    // Installs with kTimeoutMs and leaves kPeer2's first handshake held
+    // inside connect(): one submission to it waited kTimeoutMs and failed.
+    void installWithAHeldHandshake() {
+        setConnectTimeout(kTimeoutMs);
+        ASSERT_TRUE(install().ok());
+        adapter_->hold(kPeer2);
+        auto batch = submit({request(Request::WRITE, openSegment(kPeer2), 8)});
+        ASSERT_EQ(statusOf(batch, 0).s, FAILED);
+        release(batch);
+        ASSERT_EQ(adapter_->connectCallsTo(kPeer2), 1);
+        ASSERT_EQ(transport_->peers().flightsRunning(), 1u);
+    }
+
+    // Connects kPeer (segment `peer`) with one WRITE and waits until no
+    // handshake runs, so that a test's late handshake can only be kPeer2's,
+    // even where a loaded sanitizer build takes longer than the bound.
+    void connectFirst(SegmentID peer) {
+        auto warm = submit({request(Request::WRITE, peer, 8)});
+        ASSERT_TRUE(waitUntil([&] { return transport_->peers().idle(); }));
+        ASSERT_TRUE(stateIs(kPeer, MpcommPeerState::READY));
+        release(warm);
+    }
+
+    std::string abandonWarning() const {
+        return "MpcommTransport: uninstall abandons 1 MPComm handshake(s) "
+               "still inside the provider after "
+               "transports/mpcomm/connect_timeout_ms=" +
+               std::to_string(kTimeoutMs) + " (peers: " + kPeer2 +
+               "); MPComm is shut down when they return";
+    }
+};
+
 }  // namespace mooncake::tent::testing
