@@ -5,7 +5,6 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 #include "net/socket_io.h"
