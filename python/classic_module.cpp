@@ -64,10 +64,9 @@ void bindClassicEngine(py::module_& m) {
         .def("initialize", &Engine::initialize, py::arg("hostname"),
              py::arg("metadata_server"), py::arg("protocol"),
              py::arg("device_name"))
-        .def("initialize_ext", &Engine::initializeExt,
-             py::arg("hostname"), py::arg("metadata_server"),
-             py::arg("protocol"), py::arg("device_name"),
-             py::arg("metadata_type"))
+        .def("initialize_ext", &Engine::initializeExt, py::arg("hostname"),
+             py::arg("metadata_server"), py::arg("protocol"),
+             py::arg("device_name"), py::arg("metadata_type"))
         .def("close", &Engine::close)
         .def("get_rpc_port", &Engine::getRpcPort)
         .def("get_segment_name", &Engine::getSegmentName)

@@ -334,8 +334,14 @@ void bindTentEngine(py::module_& m) {
             "register_local_memory",
             [](E& e, py::handle addr, std::optional<size_t> size,
                Permission perm) {
+                // Peers may write memory registered read-write.
                 auto [a, n] =
-                    memoryArg(addr, size, nullptr, "register_local_memory");
+                    memoryArg(addr, size,
+                              perm == kGlobalReadOnly
+                                  ? nullptr
+                                  : "registered writable (register it with "
+                                    "Permission.GlobalReadOnly)",
+                              "register_local_memory");
                 py::gil_scoped_release release;
                 check(e.registerLocalMemory(ptr(a), n, perm),
                       "register_local_memory");

@@ -61,3 +61,13 @@ def test_status_codes_raise_their_classes(eng):
     with pytest.raises(tent.InvalidArgumentError, match="^free_transfer_batch: freeBatch: unknown batch id "
                        "12345$"):
         eng.free_transfer_batch(12345)
+
+
+def test_read_only_memory_registers_only_as_read_only(eng):
+    frozen = bytes(patterns.pattern(9, 4096))
+    with pytest.raises(tent.InvalidArgumentError,
+                       match="^register_local_memory: the bytes object is "
+                       "read-only and cannot be registered writable"):
+        eng.register_local_memory(frozen)
+    eng.register_local_memory(frozen, permission=tent.GlobalReadOnly)
+    eng.unregister_local_memory(frozen)
