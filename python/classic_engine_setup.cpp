@@ -158,10 +158,14 @@ void ClassicEngine::close() {
         remote_info_.clear();
         pending_.clear();
     }
+    {
+        // Teardown ends every batch before the memory of async batches and
+        // registrations is let go below.
+        py::gil_scoped_release release;
+        engine.reset();
+    }
     batch_memory_.clear();
     registered_.clear();
-    py::gil_scoped_release release;
-    engine.reset();
 }
 
 }  // namespace mooncake::tent::classic
