@@ -1,4 +1,6 @@
 """The native `tent` module: upstream TENT's names over the same runtime."""
+import time
+
 import numpy as np
 import pytest
 import tent
@@ -18,13 +20,14 @@ def eng(monkeypatch):
     return e
 
 
-def wait_overall(e, batch):
-    for _ in range(100000):
+def wait_overall(e, batch, deadline_s=30.0):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
         st = e.get_transfer_status_overall(batch)
         if st.state not in (tent.TransferStatusEnum.PENDING,
                             tent.TransferStatusEnum.INITIAL):
             return st
-    pytest.fail("batch %d still pending" % batch)
+    pytest.fail("batch %d still pending after %.0f s" % (batch, deadline_s))
 
 
 def test_loopback_read_through_requests(eng):
