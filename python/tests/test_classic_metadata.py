@@ -82,8 +82,11 @@ def test_engines_find_each_other_through_the_store(store):
     size = 1 << 16
     target = engine.TransferEngine()
     assert target.initialize("127.0.0.1", store, "tcp", "") == 0
+    # initialize_ext: the servers and the type apart.
+    kind, servers = store.split("://")
     initiator = engine.TransferEngine()
-    assert initiator.initialize("127.0.0.1", store, "tcp", "") == 0
+    assert initiator.initialize_ext("127.0.0.1", servers, "tcp", "",
+                                    kind) == 0
     try:
         served = np.frombuffer(bytearray(patterns.pattern(13, size)),
                                dtype=np.uint8)
