@@ -7,7 +7,7 @@ PACKAGES=(
   libgoogle-glog-dev libgflags-dev libjsoncpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libibverbs-dev libnuma-dev
-  pybind11-dev python3-dev python3
+  pybind11-dev python3-dev python3 python3-pytest python3-numpy
   binutils procps valgrind
   clang llvm libclang-rt-dev
   libhiredis-dev libcurl4-openssl-dev redis-server etcd-server

@@ -1,0 +1,129 @@
+"""Fixtures of the Python suite: a target process and an initiator engine.
+
+Run with PYTHONPATH=<build>/python (ctest sets it). MPComm handshake ports
+(MPCOMM_TCP_PORT) come from this process's pid in 32000-32767: above the
+C++ suites' ranges (up to 31999) and below the kernel's ephemeral ports.
+"""
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from mooncake import engine
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGET_SIZE = 1 << 20
+DEADLINE_S = 30.0
+
+
+def mpcomm_ports():
+    base = 32000 + (os.getpid() % 380) * 2
+    return base, base + 1
+
+
+class Target:
+    """tests/target.py in a child process, driven by stdin/stdout lines."""
+
+    def __init__(self, protocol, size=TARGET_SIZE):
+        env = dict(os.environ)
+        env["MPCOMM_TCP_PORT"] = str(mpcomm_ports()[1])
+        env.pop("MC_TENT_CONF", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "target.py"), protocol,
+             str(size)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._buf = b""
+        words = self.read_line("READY").split()
+        self.segment, self.addr, self.size = words[1], int(words[2]), int(
+            words[3])
+
+    def read_line(self, prefix, deadline_s=DEADLINE_S):
+        """The next stdout line starting with prefix; fails at the deadline
+        (the pipe is read with select, so this never blocks past it)."""
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        end = time.monotonic() + deadline_s
+        while True:
+            while b"\n" in self._buf:
+                line, self._buf = self._buf.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith("FAILED"):
+                    pytest.fail("target: " + text)
+                if text.startswith(prefix):
+                    return text
+            left = end - time.monotonic()
+            if left <= 0:
+                pytest.fail("no %r line from the target within %.0f s" %
+                            (prefix, deadline_s))
+            if sel.select(timeout=left):
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    pytest.fail("target exited (rc=%s) before %r" %
+                                (self.proc.wait(), prefix))
+                self._buf += chunk
+
+    def ask(self, command, prefix, deadline_s=DEADLINE_S):
+        self.proc.stdin.write((command + "\n").encode())
+        self.proc.stdin.flush()
+        return self.read_line(prefix, deadline_s)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def close(self):
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.stdin.close()
+        try:
+            rc = self.proc.wait(timeout=DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("target did not exit within %.0f s" % DEADLINE_S)
+        self.proc.stdout.close()
+        return rc
+
+
+def has_mpcomm():
+    return engine.SUPPORT_MPCOMM
+
+
+def make_initiator(protocol, tent_conf=None):
+    """A classic engine as the guide's examples start one."""
+    os.environ["MPCOMM_TCP_PORT"] = str(mpcomm_ports()[0])
+    if tent_conf is not None:
+        os.environ["MC_TENT_CONF"] = tent_conf
+    try:
+        eng = engine.TransferEngine()
+        rc = eng.initialize(hostname="127.0.0.1",
+                            metadata_server="P2PHANDSHAKE",
+                            protocol=protocol,
+                            device_name="")
+    finally:
+        os.environ.pop("MC_TENT_CONF", None)
+    assert rc == 0, "initialize(protocol=%r) returned %d" % (protocol, rc)
+    return eng
+
+
+@pytest.fixture(params=["tcp", "mpcomm"])
+def protocol(request):
+    if request.param == "mpcomm" and not has_mpcomm():
+        pytest.skip("this mooncake.engine was built without MPComm "
+                    "(USE_MPCOMM=OFF)")
+    return request.param
+
+
+@pytest.fixture
+def pair(protocol):
+    """(initiator engine, target) over `protocol`."""
+    target = Target(protocol)
+    try:
+        eng = make_initiator(protocol)
+    except BaseException:
+        target.close()
+        raise
+    yield eng, target
+    eng.close()
+    assert target.close() == 0

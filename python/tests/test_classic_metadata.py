@@ -1,0 +1,103 @@
+"""Classic metadata connection strings reach this tree's stores:
+"redis://host:port" and "etcd://host:port" move bytes through engines
+that find each other by name in the store."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from mooncake import engine
+
+import patterns
+
+DEADLINE_S = 20.0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_ready(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def etcd_ready(port):
+    try:
+        url = "http://127.0.0.1:%d/health" % port
+        with urllib.request.urlopen(url, timeout=1) as reply:
+            return b'"true"' in reply.read()
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["redis", "etcd"])
+def store(request, tmp_path):
+    kind = request.param
+    binary = "redis-server" if kind == "redis" else "etcd"
+    if shutil.which(binary) is None:
+        pytest.skip("%s is not installed (scripts/install_deps.sh installs "
+                    "it)" % binary)
+    port, peer = free_port(), free_port()
+    if kind == "redis":
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save",
+                "", "--appendonly", "no", "--dir", str(tmp_path)]
+        ready = redis_ready
+    else:
+        client = "http://127.0.0.1:%d" % port
+        peer_url = "http://127.0.0.1:%d" % peer
+        args = [binary, "--name=py", "--data-dir=%s" % (tmp_path / "etcd"),
+                "--listen-client-urls=" + client,
+                "--advertise-client-urls=" + client,
+                "--listen-peer-urls=" + peer_url,
+                "--initial-advertise-peer-urls=" + peer_url,
+                "--initial-cluster=py=" + peer_url]
+        ready = etcd_ready
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + DEADLINE_S
+        while not ready(port):
+            assert proc.poll() is None, "%s exited" % binary
+            assert time.monotonic() < end, "%s not ready" % binary
+            time.sleep(0.05)  # polling back-off with a deadline
+        yield "%s://127.0.0.1:%d" % (kind, port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=DEADLINE_S)
+
+
+def test_engines_find_each_other_through_the_store(store):
+    size = 1 << 16
+    target = engine.TransferEngine()
+    assert target.initialize("127.0.0.1", store, "tcp", "") == 0
+    # initialize_ext: the servers and the type apart.
+    kind, servers = store.split("://")
+    initiator = engine.TransferEngine()
+    assert initiator.initialize_ext("127.0.0.1", servers, "tcp", "",
+                                    kind) == 0
+    try:
+        served = np.frombuffer(bytearray(patterns.pattern(13, size)),
+                               dtype=np.uint8)
+        target.register_memory(served)
+        local = np.zeros(size, dtype=np.uint8)
+        initiator.register_memory(local)
+        name = target.get_segment_name()
+        assert initiator.get_first_buffer_address(name) == served.ctypes.data
+        assert initiator.transfer_sync_read(name, local,
+                                            served.ctypes.data) == 0
+        assert local.tobytes() == patterns.pattern(13, size)
+    finally:
+        initiator.close()
+        target.close()
