@@ -8,10 +8,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libibverbs-dev libnuma-dev
   pybind11-dev python3-dev python3
-  python3-build python3-wheel python3-setuptools python3-venv patchelf
   binutils procps valgrind
   clang llvm libclang-rt-dev
   libhiredis-dev libcurl4-openssl-dev redis-server etcd-server
+  python3-build python3-wheel python3-setuptools python3-venv patchelf
 )
 
 missing=()
