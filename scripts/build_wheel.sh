@@ -116,7 +116,7 @@ done
 for lib in "$PAYLOAD/$LIBS_DIR"/*; do
   chmod u+w "$lib"
   [ "$STRIP" = 1 ] && strip --strip-debug "$lib"
-  patchelf --set-rpath '$ORIGIN' "$lib"
+  patchelf --set-rpath "\$ORIGIN" "$lib"
 done
 for ext in "${extensions[@]}"; do
   depth="$(dirname "${ext#./}")"
@@ -136,7 +136,9 @@ TENT_WHEEL_VERSION="$VERSION" "$PYTHON" -m build --no-isolation --wheel \
   --outdir "$STAGE/dist" "$STAGE" >"$WHEEL_WORK/pack.log" 2>&1 ||
   { cat "$WHEEL_WORK/pack.log" >&2; die "packing failed (log above)"; }
 wheels=("$STAGE"/dist/*.whl)
-[ "${#wheels[@]}" = 1 ] && [ -f "${wheels[0]}" ] || die "expected one wheel in $STAGE/dist, found: ${wheels[*]}"
+if [ "${#wheels[@]}" != 1 ] || [ ! -f "${wheels[0]}" ]; then
+  die "expected one wheel in $STAGE/dist, found: ${wheels[*]}"
+fi
 
 OUT_DIR="${OUT_DIR:-$WHEEL_WORK/dist}"
 mkdir -p "$OUT_DIR"
