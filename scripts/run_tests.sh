@@ -5,7 +5,8 @@
 #      runtime suites, the configure-time checks);
 #   2. softmpcomm's own suite, then USE_MPCOMM=ON against the softmpcomm
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
-#      tebench smoke over mpcomm with --check_consistency=true;
+#      tebench smoke over mpcomm with --check_consistency=true, and the
+#      wheel test (tests/scripts/wheel_test.py);
 #   3. where a CUDA toolkit is found, USE_CUDA=ON against softmpcomm in a
 #      build dir of its own, and its whole ctest (device tests skip without
 #      a GPU); elsewhere one line says it was skipped;
@@ -62,6 +63,9 @@ step "ctest (USE_MPCOMM=ON, softmpcomm)"
 # With a provider present the functional suite must run, not skip.
 TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
+
+step "wheel: build_wheel.sh from the ON build, installed into a fresh venv"
+BUILD_DIR="$BUILD_ON" MPCOMM_ROOT="$SOFT_PREFIX" python3 "$ROOT/tests/scripts/wheel_test.py"
 
 if cuda_toolkit_root >/dev/null; then
   build_softmpcomm_cuda
