@@ -1,6 +1,7 @@
 // tent_transport_conformance_test: the same WRITE/READ, bad-range,
 // dead-peer and teardown cases over every data transport in this build
-// (tcp always; mpcomm when built with USE_MPCOMM), between two processes.
+// (tcp and shm always; mpcomm when built with USE_MPCOMM), between two
+// processes.
 #include "kit/two_process_fixture.h"
 
 namespace mooncake::tent::testing {
@@ -67,7 +68,7 @@ TEST_P(TransportConformance, TeardownWithTransfersInFlightLeavesThePeerUsable) {
 }
 
 std::vector<TransportType> transportsInThisBuild() {
-    std::vector<TransportType> list = {TCP};
+    std::vector<TransportType> list = {TCP, SHM};
 #ifdef TENT_HAVE_MPCOMM
     list.push_back(MPCOMM);
 #endif
