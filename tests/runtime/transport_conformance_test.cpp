@@ -2,6 +2,9 @@
 // dead-peer and teardown cases over every data transport in this build
 // (tcp and shm always; mpcomm when built with USE_MPCOMM), between two
 // processes.
+#include <set>
+#include <string>
+
 #include "kit/two_process_fixture.h"
 #include "transport/shm/shm_leftovers.h"
 
@@ -17,8 +20,13 @@ class TransportConformance
         TwoProcessTest::TearDown();
         // A killed shm target leaves its object behind (docs/shm.md);
         // removed the way the docs say, so runs leave /dev/shm clean.
-        if (GetParam() == SHM) removeDeadShmLeftovers();
+        for (const std::string& name : killed_objects_) {
+            EXPECT_TRUE(removeIfCreatorDead(name)) << name;
+        }
     }
+
+    // The shm target's objects, as mapped here, before it is killed.
+    std::set<std::string> killed_objects_;
 };
 
 TEST_P(TransportConformance, ReadSeesTheTargetsBytes) {
@@ -52,10 +60,14 @@ TEST_P(TransportConformance, ARangeOutsideThePeersBuffersFailsOnlyItsTask) {
 TEST_P(TransportConformance, ADeadPeerFailsTransfersWithoutHanging) {
     auto states = run({request(Request::WRITE, 0, 4096)});
     ASSERT_EQ(states[0].s, COMPLETED);
-    killTarget();
     if (GetParam() == SHM) {
+        killed_objects_ = peerShmObjectsMappedHere();
+        ASSERT_EQ(killed_objects_.size(), 1u);
+    }
+    killTarget();
+    for (const std::string& name : killed_objects_) {
         // SIGKILL leaves the object: there is no reaper.
-        EXPECT_GE(deadShmLeftovers().size(), 1u);
+        EXPECT_TRUE(shmObjectExists(name)) << name;
     }
     states = run({request(Request::WRITE, 0, 65536),
                   request(Request::READ, 65536, 65536)});
