@@ -88,13 +88,21 @@ Status ShmObject::create(size_t size, std::unique_ptr<ShmObject>& out) {
     obj->fd_ = fd;
     obj->name_ = name;
     obj->created_ = true;  // from here on the destructor unlinks it
-    // The mode is set again: the umask may have cleared bits of 0600, and
-    // a wider mode must never be what a peer of another user sees.
+    // The mode is set again: the umask may have cleared bits of 0600 the
+    // owner needs; no other user gets any.
     if (fchmod(fd, 0600) != 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 ||
         ftruncate(fd, static_cast<off_t>(size)) != 0) {
         return Status::InternalError("shm: preparing " + name + " (" +
                                      std::to_string(size) +
                                      " bytes) failed: " + errnoText(errno));
+    }
+    // Reserved now: a tmpfs that runs out later would kill the process
+    // with SIGBUS on first touch instead of failing this call.
+    int err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    if (err != 0) {
+        return Status::InternalError("shm: cannot reserve " +
+                                     std::to_string(size) + " bytes for " +
+                                     name + " in /dev/shm: " + errnoText(err));
     }
     void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (addr == MAP_FAILED) {
