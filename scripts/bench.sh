@@ -17,6 +17,9 @@
 #     ucx-utils with apt-get when missing; skipped with a note when that
 #     fails);
 #   - memcpy of the same block sizes (tent_memcpy_bw);
+#   - tebench over shm (write and read, batch 1, one thread) beside a
+#     memcpy of each block size over the same bytes, into bench/shm.json
+#     (scripts/shm_bench_table.py prints the rows and the ratio);
 #   - tent_transport_overhead (ns per request through MpcommTransport);
 #   - tent_provider_overhead (us per request over softmpcomm, through the
 #     transport and with the provider's calls made directly);
@@ -228,6 +231,26 @@ done
 step "memcpy, $START_BLOCK..$MAX_BLOCK bytes"
 "$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
   --max_block_size=$MAX_BLOCK --duration="$DURATION" | tee "$RAW/memcpy.txt"
+
+# --- shm beside memcpy -------------------------------------------------------
+# Same-host shm (docs/shm.md) and a plain memcpy of each block size, back
+# to back, both cycling through the same 2 x MAX_BLOCK bytes; one sweep per
+# op, batch 1, one thread: shm's copy is one memcpy per request.
+SHM_ARENA=$((2 * MAX_BLOCK))
+for op in write read; do
+  step "tebench over shm, $op, $START_BLOCK..$MAX_BLOCK bytes, batch 1, 1 thread"
+  TOTAL_BUFFER_SIZE=$SHM_ARENA LOGDIR="$RAW/logs_shm_$op" \
+    "$ROOT/scripts/tebench_pair.sh" "$BIN/tebench" shm \
+    --op_type="$op" --start_block_size=$START_BLOCK --max_block_size=$MAX_BLOCK \
+    --start_batch_size=1 --max_batch_size=1 --start_num_threads=1 \
+    --max_num_threads=1 --duration="$DURATION" --warmup_duration="$WARMUP" \
+    --json_out="$RAW/tebench_shm_$op.json"
+done
+step "memcpy beside shm, $START_BLOCK..$MAX_BLOCK bytes over $SHM_ARENA bytes"
+"$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
+  --max_block_size=$MAX_BLOCK --arena_size=$SHM_ARENA \
+  --duration="$DURATION" >"$RAW/memcpy_shm.txt"
+python3 "$ROOT/scripts/shm_bench_table.py" "$RAW" "$OUT/shm.json"
 
 # --- iperf3 -----------------------------------------------------------------
 for streams in 1 2; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a tebench target and initiator on this host over one transport.
 #
-#   scripts/tebench_pair.sh <path/to/tebench> <mpcomm|tcp> [initiator flags...]
+#   scripts/tebench_pair.sh <path/to/tebench> <mpcomm|tcp|shm> [initiator flags...]
 #
 # Every other transport is switched off through MC_TENT_CONF (which replaces
 # the configuration wholesale, so the gates are listed explicitly). Both
@@ -22,11 +22,12 @@ LOGDIR="${LOGDIR:-$(mktemp -d /tmp/tebench.XXXXXX)}"
 mkdir -p "$LOGDIR"
 
 case "$XPORT" in
-  mpcomm) GATES='"mpcomm":{"enable":true},"tcp":{"enable":false}' ;;
-  tcp) GATES='"tcp":{"enable":true},"mpcomm":{"enable":false}' ;;
-  *) echo "tebench_pair: unknown transport '$XPORT' (expected mpcomm or tcp)" >&2; exit 2 ;;
+  mpcomm) GATES='"mpcomm":{"enable":true},"tcp":{"enable":false},"shm":{"enable":false}' ;;
+  tcp) GATES='"tcp":{"enable":true},"mpcomm":{"enable":false},"shm":{"enable":false}' ;;
+  shm) GATES='"shm":{"enable":true},"tcp":{"enable":false},"mpcomm":{"enable":false}' ;;
+  *) echo "tebench_pair: unknown transport '$XPORT' (expected mpcomm, tcp or shm)" >&2; exit 2 ;;
 esac
-XPORTS="\"transports\":{$GATES,\"rdma\":{\"enable\":false},\"shm\":{\"enable\":false},\"nvlink\":{\"enable\":false},\"mnnvl\":{\"enable\":false},\"gds\":{\"enable\":false},\"io_uring\":{\"enable\":false}}"
+XPORTS="\"transports\":{$GATES,\"rdma\":{\"enable\":false},\"nvlink\":{\"enable\":false},\"mnnvl\":{\"enable\":false},\"gds\":{\"enable\":false},\"io_uring\":{\"enable\":false}}"
 CONF="{\"rpc_server_hostname\":\"127.0.0.1\",$XPORTS}"
 
 # Handshake ports: per run, below the ephemeral range, outside 15000-17000.

@@ -262,6 +262,11 @@ class TransferEngine {
     Status allocateLocalMemory(void** addr, size_t size,
                                MemoryOptions& options);
     Status freeLocalMemory(void* addr);
+    // Host memory same-host peers can map (shm transport, docs/shm.md);
+    // refused when transports/shm/enable is off. With shm loaded,
+    // allocateLocalMemory() on host memory returns the same kind.
+    Status allocateSharedMemory(void** addr, size_t size);
+    Status freeSharedMemory(void* addr);
 
     Status registerLocalMemory(void* addr, size_t size,
                                Permission permission = kGlobalReadWrite);

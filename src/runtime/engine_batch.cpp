@@ -209,6 +209,7 @@ Status TransferEngineImpl::submitInternal(
     SegmentID last_target = LOCAL_SEGMENT_ID;
     SegmentDescRef desc;
     bool same_machine = false;
+    bool same_user = false;
     std::shared_ptr<Platform> platform;  // fetched on the first need
     const bool local_dram = local->type == SegmentType::Memory &&
                             local->getMemory().allDram() &&
@@ -230,6 +231,16 @@ Status TransferEngineImpl::submitInternal(
             same_machine = desc && (request.target_id == LOCAL_SEGMENT_ID ||
                                     (!desc->machine_id.empty() &&
                                      desc->machine_id == local->machine_id));
+            // shm publishes its user id; only an equal one can map ours.
+            const std::string* peer_user =
+                same_machine && desc->type == SegmentType::Memory
+                    ? desc->getMemory().getTransportAttrs(SHM)
+                    : nullptr;
+            const std::string* own_user =
+                local->type == SegmentType::Memory
+                    ? local->getMemory().getTransportAttrs(SHM)
+                    : nullptr;
+            same_user = peer_user && own_user && *peer_user == *own_user;
         }
         if (s.ok()) {
             // Where every buffer of a side is host memory (and, locally,
@@ -247,6 +258,7 @@ Status TransferEngineImpl::submitInternal(
                 context.segment_type = desc->type;
                 context.segment_name = desc->name;
                 context.same_machine = same_machine;
+                context.same_user = same_user;
                 if (full || !remote_dram) {
                     const BufferDesc* remote = remote_lookup.find(
                         *desc, request.target_offset, request.length);

@@ -80,6 +80,18 @@ Status TransferEngineImpl::allocateLocalMemory(void** addr, size_t size,
         return Status::InvalidArgument("allocateLocalMemory: size is zero");
     }
     std::shared_ptr<Platform> platform = currentPlatform();
+    // With shm loaded, host memory is a shared object peers on this host
+    // can map (docs/shm.md).
+    Transport* shm = transportOf(SHM);
+    ParsedLocation where;
+    if (shm && parseLocation(options.location, where).ok() && !where.device) {
+        void* ptr = nullptr;
+        CHECK_STATUS(shm->allocateLocalMemory(&ptr, size, options));
+        std::lock_guard<std::mutex> lock(memory_mu_);
+        allocations_[ptr] = Allocation{size, options.location, platform, shm};
+        *addr = ptr;
+        return Status::OK();
+    }
     void* ptr = nullptr;
     Status s = platform->allocate(&ptr, size, options.location);
     if (!s.ok()) return s;
@@ -89,6 +101,43 @@ Status TransferEngineImpl::allocateLocalMemory(void** addr, size_t size,
     }
     *addr = ptr;
     return Status::OK();
+}
+
+Status TransferEngineImpl::allocateSharedMemory(void** addr, size_t size) {
+    if (!available()) return notAvailable();
+    if (!transportOf(SHM)) {
+        return Status::InvalidArgument(
+            "allocateSharedMemory: the shm transport is not loaded (set "
+            "transports/shm/enable to true)");
+    }
+    MemoryOptions options;
+    options.location = "cpu";
+    return allocateLocalMemory(addr, size, options);
+}
+
+Status TransferEngineImpl::freeSharedMemory(void* addr) {
+    if (!available()) return notAvailable();
+    {
+        std::lock_guard<std::mutex> lock(memory_mu_);
+        auto it = allocations_.find(addr);
+        if (it == allocations_.end() || it->second.owner == nullptr) {
+            std::ostringstream os;
+            os << "freeSharedMemory: " << addr
+               << " was not allocated by allocateSharedMemory";
+            return Status::InvalidArgument(os.str());
+        }
+    }
+    return freeLocalMemory(addr);
+}
+
+Transport* TransferEngineImpl::sharedOwnerOf(uint64_t addr,
+                                             uint64_t size) const {
+    for (const auto& [ptr, a] : allocations_) {
+        const uint64_t base = reinterpret_cast<uint64_t>(ptr);
+        bool overlap = base >= addr ? base - addr < size : addr - base < a.size;
+        if (a.owner && overlap) return a.owner;
+    }
+    return nullptr;
 }
 
 std::vector<std::pair<uint64_t, const TransferEngineImpl::Registration*>>
@@ -132,7 +181,8 @@ Status TransferEngineImpl::freeLocalMemory(void* addr) {
             names + "; unregister it before freeing the memory");
     }
     const Allocation& a = it->second;
-    Status s = a.platform->free(it->first, a.size, a.location);
+    Status s = a.owner ? a.owner->freeLocalMemory(it->first, a.size)
+                       : a.platform->free(it->first, a.size, a.location);
     allocations_.erase(it);
     return s;
 }
@@ -182,9 +232,29 @@ Status TransferEngineImpl::registerOne(void* addr, size_t size,
     // Every loaded transport is asked, whatever its capabilities: one that
     // cannot serve this memory says so and is simply left off the list.
     std::vector<Transport*> accepted;
+    // A range over memory a transport allocated must suit that transport
+    // (shm: a prefix from the allocation's base); otherwise the whole
+    // registration is refused with its reason, not left to the others.
+    Transport* owner = sharedOwnerOf(base, size);
     for (Loaded& l : transports_) {
-        if (options.type != UNSPEC && options.type != l.entry->type) continue;
-        Status s = l.transport->addMemoryBuffer(desc, options);
+        const bool chosen =
+            options.type == UNSPEC || options.type == l.entry->type;
+        if (!chosen && l.transport.get() != owner) continue;
+        // The owner not chosen by the caller only checks the range, on a
+        // copy that is not published.
+        BufferDesc checked = desc;
+        BufferDesc& target = chosen ? desc : checked;
+        Status s = l.transport->addMemoryBuffer(target, options);
+        if (!s.ok() && l.transport.get() == owner) {
+            for (Transport* t : accepted) t->removeMemoryBuffer(desc);
+            return Status(s.code(), "cannot register buffer " +
+                                        describe(addr, size) + ": " +
+                                        std::string(s.message()));
+        }
+        if (!chosen) {
+            l.transport->removeMemoryBuffer(checked);
+            continue;
+        }
         if (!s.ok()) {
             LOG(WARNING) << "Transport " << l.entry->name
                          << " did not register buffer " << describe(addr, size)

@@ -165,6 +165,19 @@ void TransferEngineImpl::teardown() {
                          << " uninstall failed: " << s.message();
         }
     }
+    {
+        // Memory a transport allocated (shm) goes back to it while it
+        // still exists; no transport touches memory once uninstalled.
+        std::lock_guard<std::mutex> lock(memory_mu_);
+        for (auto it = allocations_.begin(); it != allocations_.end();) {
+            if (!it->second.owner) {
+                ++it;
+                continue;
+            }
+            it->second.owner->freeLocalMemory(it->first, it->second.size);
+            it = allocations_.erase(it);
+        }
+    }
     transports_.clear();
     // Before the control service: its Notify handler fills inbox_.
     if (channel_) channel_->stop();

@@ -126,6 +126,7 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
             transports.append(static_cast<int>(t));
         }
         b["transports"] = transports;
+        if (!buf.shm_path.empty()) b["shm_path"] = buf.shm_path;
         buffers.append(b);
     }
     root["buffers"] = buffers;
@@ -209,6 +210,21 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
             return Status::InvalidEntry("segment descriptor field " + field +
                                         ".location is " +
                                         std::to_string(out.location.size()) +
+                                        " bytes, above the limit of " +
+                                        std::to_string(kMaxLocationBytes));
+        }
+    }
+    out.shm_path.clear();
+    if (b.isMember("shm_path")) {
+        if (!b["shm_path"].isString()) {
+            return Status::InvalidEntry("segment descriptor field " + field +
+                                        ".shm_path is not a string");
+        }
+        out.shm_path = b["shm_path"].asString();
+        if (out.shm_path.size() > kMaxLocationBytes) {
+            return Status::InvalidEntry("segment descriptor field " + field +
+                                        ".shm_path is " +
+                                        std::to_string(out.shm_path.size()) +
                                         " bytes, above the limit of " +
                                         std::to_string(kMaxLocationBytes));
         }

@@ -92,6 +92,14 @@ Status TransferEngine::freeLocalMemory(void* addr) {
     return impl_->freeLocalMemory(addr);
 }
 
+Status TransferEngine::allocateSharedMemory(void** addr, size_t size) {
+    return impl_->allocateSharedMemory(addr, size);
+}
+
+Status TransferEngine::freeSharedMemory(void* addr) {
+    return impl_->freeSharedMemory(addr);
+}
+
 Status TransferEngine::registerLocalMemory(void* addr, size_t size,
                                            Permission permission) {
     MemoryOptions options;

@@ -63,6 +63,10 @@ class TransferEngineImpl {
     Status allocateLocalMemory(void** addr, size_t size,
                                const MemoryOptions& options);
     Status freeLocalMemory(void* addr);
+    // Host memory from the shm transport (docs/shm.md); refused when shm
+    // is not loaded. freeSharedMemory() refuses any other memory.
+    Status allocateSharedMemory(void** addr, size_t size);
+    Status freeSharedMemory(void* addr);
     Status registerLocalMemory(const std::vector<void*>& addr_list,
                                const std::vector<size_t>& size_list,
                                const MemoryOptions& options);
@@ -189,7 +193,13 @@ class TransferEngineImpl {
         size_t size = 0;
         Location location;
         std::shared_ptr<Platform> platform;
+        // The transport that allocated it (shm), which frees it; null when
+        // the platform did.
+        Transport* owner = nullptr;
     };
+    // The owner of the transport-made allocation overlapping
+    // [addr, addr + size), or null; caller holds memory_mu_.
+    Transport* sharedOwnerOf(uint64_t addr, uint64_t size) const;
     std::map<void*, Allocation> allocations_;
     // Registered buffers by base address.
     std::map<uint64_t, Registration> registered_;

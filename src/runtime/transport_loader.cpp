@@ -14,6 +14,7 @@
 
 #include "tent/runtime/transport.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
+#include "tent/transport/shm/shm_transport.h"
 #include "tent/transport/tcp/tcp_transport.h"
 
 namespace mooncake::tent {
@@ -28,6 +29,11 @@ std::unique_ptr<Transport> makeTcp() {
 // USE_MPCOMM its adapter is a stub and install() fails naming the option.
 // Loading it by default there would only add a "skipped" line to every
 // start, so its gate defaults to on only when the provider is linked.
+// Opt-in (docs/shm.md): the copy path is not NUMA-aware.
+std::unique_ptr<Transport> makeShm() {
+    return std::make_unique<ShmTransport>();
+}
+
 std::unique_ptr<Transport> makeMpcomm() {
     return std::make_unique<MpcommTransport>();
 }
@@ -44,6 +50,7 @@ const std::vector<TransportEntry>& transportTable() {
     // Rows follow getSupportedTransports() order: MNNVL, NVLINK, RDMA,
     // SUNRISE_LINK, AscendDirect, SHM, TCP, GDS, MPCOMM, TPU.
     static const std::vector<TransportEntry> table = {
+        {"shm", SHM, false, &makeShm},
         {"tcp", TCP, true, &makeTcp},
         {"mpcomm", MPCOMM, kMpcommByDefault, &makeMpcomm},
     };

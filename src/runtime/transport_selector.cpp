@@ -194,6 +194,10 @@ bool TransportSelector::able(TransportType t, const SelectionPolicy* policy,
         attempt.refuse(t, "the target is on another machine");
         return false;
     }
+    if (t == SHM && !context.same_user) {
+        attempt.refuse(t, "the target runs as another user");
+        return false;
+    }
     if (!covers(loaded->caps, attempt.local(), attempt.remote())) {
         attempt.refuse(t,
                        std::string("no ") +

@@ -153,16 +153,19 @@ TEST(TransportBaseTest, BufferListRegistersEachUntilTheFirstFailure) {
 
 TEST(TransportTableTest, RowsFollowTheSupportedOrder) {
     const std::vector<TransportEntry>& table = transportTable();
-    ASSERT_EQ(table.size(), 2u);
-    EXPECT_STREQ(table[0].name, "tcp");
-    EXPECT_EQ(table[0].type, TCP);
-    EXPECT_TRUE(table[0].enabled_by_default);
-    EXPECT_STREQ(table[1].name, "mpcomm");
-    EXPECT_EQ(table[1].type, MPCOMM);
-#ifdef TENT_HAVE_MPCOMM
+    ASSERT_EQ(table.size(), 3u);
+    EXPECT_STREQ(table[0].name, "shm");
+    EXPECT_EQ(table[0].type, SHM);
+    EXPECT_FALSE(table[0].enabled_by_default);
+    EXPECT_STREQ(table[1].name, "tcp");
+    EXPECT_EQ(table[1].type, TCP);
     EXPECT_TRUE(table[1].enabled_by_default);
+    EXPECT_STREQ(table[2].name, "mpcomm");
+    EXPECT_EQ(table[2].type, MPCOMM);
+#ifdef TENT_HAVE_MPCOMM
+    EXPECT_TRUE(table[2].enabled_by_default);
 #else
-    EXPECT_FALSE(table[1].enabled_by_default);
+    EXPECT_FALSE(table[2].enabled_by_default);
 #endif
     for (const TransportEntry& row : table) {
         std::unique_ptr<Transport> t = row.factory();
@@ -177,7 +180,7 @@ TEST(TransportTableTest, AFactoryOverrideBuildsTheRowUntilRemoved) {
     int built = 0;
     setTransportFactoryOverride(TCP, [&built] {
         ++built;
-        return transportTable()[0].factory();
+        return transportTable()[1].factory();  // the tcp row
     });
     {
         auto conf = std::make_shared<Config>();

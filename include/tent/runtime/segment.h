@@ -21,6 +21,10 @@ struct BufferDesc {
     Location location = kWildcardLocation;
     // Transports that registered this buffer, in registration order.
     std::vector<TransportType> transports;
+    // The POSIX shared memory object behind the buffer (shm transport,
+    // "/mooncake_<pid>_<8 hex>"); "" for other memory. Serialized only when
+    // set, so descriptors without it read as before.
+    std::string shm_path;
 };
 
 struct MemorySegmentDesc {

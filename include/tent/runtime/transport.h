@@ -78,6 +78,16 @@ class Transport {
                                    const MemoryOptions& options);
     virtual Status removeMemoryBuffer(BufferDesc& desc);
 
+    // Memory this transport exports itself (shm: a POSIX shared object).
+    // The engine asks only a transport that allocates; others refuse.
+    virtual Status allocateLocalMemory(void** addr, size_t size,
+                                       const MemoryOptions& options) {
+        return unsupported("allocateLocalMemory");
+    }
+    virtual Status freeLocalMemory(void* addr, size_t size) {
+        return unsupported("freeLocalMemory");
+    }
+
     virtual bool supportNotification() const { return false; }
 
     // Called by the engine once openSegment() has resolved `handle`. A

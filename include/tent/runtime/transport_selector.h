@@ -75,6 +75,9 @@ struct RouteContext {
     SegmentType segment_type = SegmentType::Memory;
     std::string_view segment_name;
     bool same_machine = false;
+    // Whether the target runs as this process's user (both publish the same
+    // transport_attrs[SHM]): shm maps only objects of its own user.
+    bool same_user = false;
     std::string_view local_location = kWildcardLocation;
     std::string_view remote_location = kWildcardLocation;
     // The target buffer's transports, registration order; null when no

@@ -1,0 +1,345 @@
+#include "tent/transport/shm/shm_transport.h"
+
+#include <glog/logging.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "tent/runtime/segment_manager.h"
+#include "tent/runtime/transport_selector.h"
+#include "transport/shm/shm_mapping_cache.h"
+#include "transport/shm/shm_object.h"
+
+namespace mooncake::tent {
+
+// Copies run in submitTransferTasks(), so a task's state is final before
+// the call returns; the lock only orders submit against status reads
+// from other threads.
+struct ShmTransport::SubBatchImpl : public Transport::SubBatch {
+    explicit SubBatchImpl(size_t cap) : capacity(cap) {}
+    size_t size() const override {
+        std::lock_guard<std::mutex> lock(mu);
+        return states.size();
+    }
+    const size_t capacity;
+    mutable std::mutex mu;
+    std::vector<TransferStatus> states;
+};
+
+namespace {
+
+std::string hex(uint64_t v) {
+    std::ostringstream os;
+    os << "0x" << std::hex << v;
+    return os.str();
+}
+
+// "[0x<addr>, +0x<length>)", as the other transports write ranges.
+std::string rangeText(uint64_t addr, uint64_t length) {
+    std::ostringstream os;
+    os << "[0x" << std::hex << addr << ", +0x" << length << ")";
+    return os.str();
+}
+
+const char* probeText(ShmObject::Probe p) {
+    switch (p) {
+        case ShmObject::Probe::kUnlinked:
+            return "was unlinked";
+        case ShmObject::Probe::kReplaced:
+            return "was replaced by another object of that name";
+        case ShmObject::Probe::kCreatorGone:
+            return "has no live creator";
+        default:
+            return "is live";
+    }
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport() : cache_(std::make_unique<ShmMappingCache>()) {}
+
+ShmTransport::ShmTransport(size_t max_mapped_per_target)
+    : cache_(std::make_unique<ShmMappingCache>(max_mapped_per_target)) {}
+
+ShmTransport::~ShmTransport() { uninstall(); }
+
+Status ShmTransport::install(std::string& local_segment_name,
+                             std::shared_ptr<ControlService> metadata,
+                             std::shared_ptr<Topology> local_topology,
+                             std::shared_ptr<Config> conf) {
+    if (installed_.load()) {
+        return Status::InvalidArgument("shm transport is already installed");
+    }
+    if (!metadata) {
+        return Status::InvalidArgument(
+            "shm transport needs the engine's ControlService to publish its "
+            "user id");
+    }
+    SegmentManager& segments = metadata->segmentManager();
+    const std::string uid = std::to_string(geteuid());
+    Status s = segments.updateLocal([&](SegmentDesc& desc) {
+        desc.getMemory().transport_attrs[SHM] = uid;
+        return Status::OK();
+    });
+    if (s.ok()) s = segments.synchronizeLocal();
+    if (!s.ok()) {
+        return Status(s.code(), "shm transport cannot publish its user id: " +
+                                    std::string(s.message()));
+    }
+    metadata_ = std::move(metadata);
+    caps = Capabilities();
+    caps.dram_to_dram = true;
+    refetches_.store(0);
+    installed_.store(true);
+    LOG(INFO) << "ShmTransport: same-host copies for uid " << uid;
+    return Status::OK();
+}
+
+Status ShmTransport::uninstall() {
+    if (!installed_.exchange(false)) return Status::OK();
+    // Copies run inside submitTransferTasks(), which the engine has
+    // stopped calling; pins still held keep their mappings until released.
+    cache_->clear();
+    return Status::OK();
+}
+
+Status ShmTransport::allocateLocalMemory(void** addr, size_t size,
+                                         const MemoryOptions& options) {
+    if (!addr) {
+        return Status::InvalidArgument("shm allocateLocalMemory: addr is null");
+    }
+    if (memoryKindOf(options.location) != MemoryKind::kDram) {
+        return Status::InvalidArgument(
+            "shm transport allocates host memory only, not " +
+            options.location);
+    }
+    std::unique_ptr<ShmObject> object;
+    CHECK_STATUS(ShmObject::create(size, object));
+    void* base = object->addr();
+    std::lock_guard<std::mutex> lock(exports_mu_);
+    exports_[reinterpret_cast<uint64_t>(base)] = std::move(object);
+    *addr = base;
+    return Status::OK();
+}
+
+Status ShmTransport::freeLocalMemory(void* addr, size_t size) {
+    std::unique_ptr<ShmObject> object;
+    {
+        std::lock_guard<std::mutex> lock(exports_mu_);
+        auto it = exports_.find(reinterpret_cast<uint64_t>(addr));
+        if (it == exports_.end()) {
+            return Status::InvalidArgument(
+                "shm freeLocalMemory: " +
+                hex(reinterpret_cast<uint64_t>(addr)) +
+                " was not allocated by the shm transport");
+        }
+        object = std::move(it->second);
+        exports_.erase(it);
+    }
+    // Unmapped and unlinked here, outside the lock.
+    object.reset();
+    return Status::OK();
+}
+
+std::string ShmTransport::objectNameOf(const void* addr) const {
+    std::lock_guard<std::mutex> lock(exports_mu_);
+    auto it = exports_.find(reinterpret_cast<uint64_t>(addr));
+    return it == exports_.end() ? std::string() : it->second->name();
+}
+
+size_t ShmTransport::mappedObjects(SegmentID target) const {
+    return cache_->mapped(target);
+}
+
+Status ShmTransport::addMemoryBuffer(BufferDesc& desc,
+                                     const MemoryOptions& options) {
+    if (desc.length == 0) {
+        return Status::InvalidArgument("shm transport cannot register " +
+                                       rangeText(desc.addr, desc.length) +
+                                       ": length is zero");
+    }
+    std::lock_guard<std::mutex> lock(exports_mu_);
+    // The allocation at or below desc.addr, and the next one above it.
+    auto above = exports_.upper_bound(desc.addr);
+    if (above != exports_.end() && above->first - desc.addr < desc.length) {
+        return Status::InvalidArgument(
+            "shm transport cannot register " +
+            rangeText(desc.addr, desc.length) +
+            ": it runs into shared "
+            "allocation " +
+            above->second->name() + " at " + hex(above->first) +
+            "; register from that allocation's base instead");
+    }
+    if (above == exports_.begin()) return Status::OK();  // not shared memory
+    auto at = std::prev(above);
+    const ShmObject& object = *at->second;
+    const uint64_t offset = desc.addr - at->first;
+    if (offset >= object.length()) return Status::OK();  // not shared memory
+    if (offset != 0) {
+        return Status::InvalidArgument(
+            "shm transport cannot register " +
+            rangeText(desc.addr, desc.length) +
+            ": a sub-range of shared "
+            "allocation " +
+            object.name() + " at " + hex(at->first) + " (length " +
+            std::to_string(object.length()) +
+            "); only a prefix starting at its base can be registered");
+    }
+    if (desc.length > object.length()) {
+        return Status::InvalidArgument(
+            "shm transport cannot register " +
+            rangeText(desc.addr, desc.length) +
+            ": it overflows shared "
+            "allocation " +
+            object.name() + " at " + hex(at->first) + " (length " +
+            std::to_string(object.length()) + ") by " +
+            std::to_string(desc.length - object.length()) + " bytes");
+    }
+    desc.shm_path = object.name();
+    for (TransportType t : desc.transports) {
+        if (t == SHM) return Status::OK();
+    }
+    desc.transports.push_back(SHM);
+    return Status::OK();
+}
+
+Status ShmTransport::removeMemoryBuffer(BufferDesc& desc) {
+    // Nothing to fence: peers copy into the object by themselves, and the
+    // object lives until freeLocalMemory() unlinks it.
+    return Status::OK();
+}
+
+Status ShmTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
+    if (max_size == 0) {
+        return Status::InvalidArgument(
+            "shm transport: sub-batch capacity must be positive");
+    }
+    batch = new SubBatchImpl(max_size);
+    return Status::OK();
+}
+
+Status ShmTransport::freeSubBatch(SubBatchRef& batch) {
+    delete static_cast<SubBatchImpl*>(batch);
+    batch = nullptr;
+    return Status::OK();
+}
+
+Status ShmTransport::submitTransferTasks(
+    SubBatchRef batch, const std::vector<Request>& request_list) {
+    auto* sub = static_cast<SubBatchImpl*>(batch);
+    if (!sub) return Status::InvalidArgument("shm transport: null sub-batch");
+    if (!installed_.load()) {
+        return Status::InvalidArgument("shm transport is not installed");
+    }
+    size_t first = 0;
+    {
+        std::lock_guard<std::mutex> lock(sub->mu);
+        if (sub->states.size() + request_list.size() > sub->capacity) {
+            return Status::TooManyRequests(
+                "shm transport: " + std::to_string(request_list.size()) +
+                " requests exceed the sub-batch's remaining capacity " +
+                std::to_string(sub->capacity - sub->states.size()));
+        }
+        first = sub->states.size();
+        sub->states.resize(first + request_list.size(),
+                           TransferStatus{PENDING, 0});
+    }
+    for (size_t i = 0; i < request_list.size(); ++i) {
+        Status s = copyOne(request_list[i]);
+        if (!s.ok()) {
+            LOG(WARNING) << "ShmTransport: task failed: " << s.message();
+        }
+        std::lock_guard<std::mutex> lock(sub->mu);
+        sub->states[first + i] =
+            s.ok() ? TransferStatus{COMPLETED, request_list[i].length}
+                   : TransferStatus{FAILED, 0};
+    }
+    return Status::OK();
+}
+
+Status ShmTransport::getTransferStatus(SubBatchRef batch, int task_id,
+                                       TransferStatus& status) {
+    auto* sub = static_cast<SubBatchImpl*>(batch);
+    if (!sub) return Status::InvalidArgument("shm transport: null sub-batch");
+    std::lock_guard<std::mutex> lock(sub->mu);
+    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->states.size()) {
+        return Status::InvalidArgument("shm transport: no task " +
+                                       std::to_string(task_id));
+    }
+    status = sub->states[task_id];
+    return Status::OK();
+}
+
+Status ShmTransport::copyOne(const Request& r) {
+    if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
+        return Status::InvalidArgument(
+            "bad opcode " + std::to_string(static_cast<int>(r.opcode)));
+    }
+    if (r.length > 0 && !r.source) {
+        return Status::InvalidArgument("null source for " +
+                                       std::to_string(r.length) + " bytes");
+    }
+    SegmentManager& segments = metadata_->segmentManager();
+    SegmentDescRef desc;
+    CHECK_STATUS(segments.getRemoteCached(desc, r.target_id));
+    bool stale = false;
+    Status s = copyWith(r, *desc, stale);
+    if (!stale) return s;
+    // The mapping was dropped: the peer freed (and perhaps reallocated)
+    // the memory. One fresh read of its descriptor says where it is now.
+    refetches_.fetch_add(1);
+    desc.reset();
+    Status fetched = segments.getRemote(desc, r.target_id);
+    if (!fetched.ok()) {
+        return Status(fetched.code(), std::string(s.message()) +
+                                          "; reading the descriptor again "
+                                          "failed: " +
+                                          std::string(fetched.message()));
+    }
+    return copyWith(r, *desc, stale);
+}
+
+Status ShmTransport::copyWith(const Request& r, const SegmentDesc& desc,
+                              bool& stale) {
+    stale = false;
+    if (desc.type != SegmentType::Memory) {
+        return Status::InvalidArgument("segment " + desc.name +
+                                       " is a file segment");
+    }
+    const BufferDesc* buf = desc.findBuffer(r.target_offset, r.length);
+    if (!buf) {
+        return Status::InvalidArgument("no buffer of segment " + desc.name +
+                                       " contains " +
+                                       rangeText(r.target_offset, r.length));
+    }
+    if (buf->shm_path.empty()) {
+        return Status::InvalidArgument(
+            "buffer " + rangeText(buf->addr, buf->length) + " of segment " +
+            desc.name + " is not shared memory");
+    }
+    ShmMappingCache::Pin pin;
+    Status s = cache_->acquire(r.target_id, buf->shm_path, buf->length, pin);
+    if (!s.ok()) {
+        stale = true;  // gone between the descriptor and the open
+        return s;
+    }
+    ShmObject::Probe probe = pin->probe();
+    if (probe != ShmObject::Probe::kLive) {
+        cache_->drop(r.target_id, buf->shm_path);
+        stale = true;
+        return Status::InvalidArgument("shm object " + buf->shm_path +
+                                       " of segment " + desc.name + " " +
+                                       probeText(probe));
+    }
+    char* peer =
+        static_cast<char*>(pin->addr()) + (r.target_offset - buf->addr);
+    if (r.opcode == Request::WRITE) {
+        std::memcpy(peer, r.source, r.length);
+    } else {
+        std::memcpy(r.source, peer, r.length);
+    }
+    return Status::OK();
+}
+
+}  // namespace mooncake::tent
