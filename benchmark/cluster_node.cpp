@@ -9,14 +9,16 @@
 // between the write and the read (its buffer is new), and is retried too.
 // Any other difference is a mismatch, never retried.
 //
-// Output on stdout: "PROGRESS <done>/<pairs>" after each pair (the script
-// kills a node midway by it), then one "CLUSTER_NODE key=value ..." line.
-// The node then creates <done_dir>/node-<i> and keeps serving until all
-// --nodes such files exist (at most --linger_timeout_ms), so no peer loses
-// its target before it is done. Exit status: 0 when every pair was moved
-// byte-exact, 1 otherwise, 2 for bad flags or an engine that did not start.
+// Output on stdout: "PROGRESS <done>/<pairs>" after each pair, then one
+// "CLUSTER_NODE key=value ..." line. The script drives two points through
+// files in --control_dir: with --hold_at_pair=K the node prints "HOLD" after
+// K pairs and waits for <control_dir>/go (so that every node is midway when
+// one is killed); after its summary it keeps serving until
+// <control_dir>/release exists, so no peer loses its target before it is
+// done. Both waits are bounded by --hold_timeout_ms. Exit status: 0 when
+// every pair was moved byte-exact, 1 otherwise, 2 for bad flags or an
+// engine that did not start.
 #include <dirent.h>
-#include <fcntl.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <unistd.h>
@@ -57,9 +59,12 @@ DEFINE_int32(transfer_timeout_ms, 20000,
 DEFINE_int32(pair_timeout_ms, 60000,
              "how long a pair may keep failing before it counts as "
              "unrecovered");
-DEFINE_string(done_dir, "", "where nodes mark themselves done (required)");
-DEFINE_int32(linger_timeout_ms, 600000,
-             "how long a done node keeps serving while others finish");
+DEFINE_string(control_dir, "",
+              "where the script creates \"go\" and \"release\" (required)");
+DEFINE_int32(hold_at_pair, 0,
+             "after this many pairs, wait for <control_dir>/go (0: never)");
+DEFINE_int32(hold_timeout_ms, 600000,
+             "how long the node waits for go or release");
 
 using namespace mooncake::tent;
 using Clock = std::chrono::steady_clock;
@@ -130,15 +135,19 @@ void countFds(long& fds, long& sockets) {
     --fds;  // the directory stream itself
 }
 
-size_t countEntries(const std::string& dir_path) {
-    size_t n = 0;
-    if (DIR* dir = opendir(dir_path.c_str())) {
-        while (dirent* entry = readdir(dir)) {
-            if (entry->d_name[0] != '.') ++n;
+// Polls for `path` every 50 ms; false when --hold_timeout_ms passed first.
+bool waitForFile(const std::string& path) {
+    const auto start = Clock::now();
+    while (access(path.c_str(), F_OK) != 0) {
+        if (msSince(start) > FLAGS_hold_timeout_ms) {
+            std::cerr << "node-" << FLAGS_index << ": " << path
+                      << " did not appear within --hold_timeout_ms="
+                      << FLAGS_hold_timeout_ms << std::endl;
+            return false;
         }
-        closedir(dir);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    return n;
+    return true;
 }
 
 std::string nodeName(int i) { return "node-" + std::to_string(i); }
@@ -316,8 +325,11 @@ bool validFlags() {
     } else if (FLAGS_slot_bytes == 0 || FLAGS_slot_bytes % 8 != 0) {
         bad = "--slot_bytes=" + std::to_string(FLAGS_slot_bytes) +
               " (a positive multiple of 8)";
-    } else if (FLAGS_done_dir.empty()) {
-        bad = "--done_dir is empty";
+    } else if (FLAGS_control_dir.empty()) {
+        bad = "--control_dir is empty";
+    } else if (FLAGS_hold_at_pair < 0 || FLAGS_hold_at_pair >= FLAGS_nodes) {
+        bad = "--hold_at_pair=" + std::to_string(FLAGS_hold_at_pair) +
+              " (0 to --nodes-1)";
     }
     if (!bad.empty()) std::cerr << "bad flag: " << bad << std::endl;
     return bad.empty();
@@ -383,6 +395,10 @@ int main(int argc, char** argv) {
     for (int k = 1; k < FLAGS_nodes; ++k) {
         node.runPair((self + k) % FLAGS_nodes, c);
         std::cout << "PROGRESS " << k << "/" << FLAGS_nodes - 1 << std::endl;
+        if (k == FLAGS_hold_at_pair) {
+            std::cout << "HOLD" << std::endl;
+            if (!waitForFile(FLAGS_control_dir + "/go")) return 1;
+        }
     }
     const int64_t pairs_ms = msSince(pairs_start);
 
@@ -402,24 +418,12 @@ int main(int argc, char** argv) {
               << " sockets=" << sockets
               << " threads=" << procStatusField("Threads") << std::endl;
 
-    // Keep serving until every node is done with us.
-    const std::string mark = FLAGS_done_dir + "/" + nodeName(self);
-    int fd = ::open(mark.c_str(), O_CREAT | O_WRONLY, 0644);
-    if (fd >= 0) ::close(fd);
-    const auto linger_start = Clock::now();
-    while (countEntries(FLAGS_done_dir) < size_t(FLAGS_nodes)) {
-        if (msSince(linger_start) > FLAGS_linger_timeout_ms) {
-            std::cerr << nodeName(self) << ": only "
-                      << countEntries(FLAGS_done_dir) << " of " << FLAGS_nodes
-                      << " nodes were done within --linger_timeout_ms="
-                      << FLAGS_linger_timeout_ms << std::endl;
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    // Keep serving until the script says every node is done with us.
+    const bool released = waitForFile(FLAGS_control_dir + "/release");
     engine.unregisterLocalMemory(mem, bytes);
     engine.freeLocalMemory(mem);
     LOG(INFO) << nodeName(self) << " exits after " << msSince(started) << " ms";
-    const bool all_ok = c.pairs_ok == FLAGS_nodes - 1 && c.mismatches == 0;
+    const bool all_ok =
+        released && c.pairs_ok == FLAGS_nodes - 1 && c.mismatches == 0;
     return all_ok ? 0 : 1;
 }
