@@ -19,6 +19,8 @@
 #   KILL_NODE [NODES/2]  the node killed midway; -1 kills none
 #   OUTAGE_S [2]  how long the killed node stays down
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
+#   PAIR_TIMEOUT_MS [60000]  the nodes' --pair_timeout_ms: how long a pair
+#     may keep failing (across the outage) before it counts as unrecovered
 #   BIN_TCP [build/benchmark/tent_cluster_node]  used for tcp
 #   BIN_MPCOMM [build-mpcomm/benchmark/tent_cluster_node]  used for mpcomm
 #     (the USE_MPCOMM=ON build against softmpcomm: scripts/lib_build.sh's
@@ -38,6 +40,7 @@ SLOT_BYTES="${SLOT_BYTES:-65536}"
 KILL_NODE="${KILL_NODE:-$((NODES / 2))}"
 OUTAGE_S="${OUTAGE_S:-2}"
 RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-900}"
+PAIR_TIMEOUT_MS="${PAIR_TIMEOUT_MS:-60000}"
 BIN_TCP="${BIN_TCP:-$ROOT/build/benchmark/tent_cluster_node}"
 BIN_MPCOMM="${BIN_MPCOMM:-$ROOT/build-mpcomm/benchmark/tent_cluster_node}"
 SOFT_PREFIX="${SOFT_PREFIX:-$ROOT/.prefix/softmpcomm}"
@@ -52,6 +55,7 @@ is_uint "$NODES" && [ "$NODES" -ge 2 ] || die "NODES must be an integer >= 2, go
 [[ "$KILL_NODE" =~ ^-?[0-9]+$ ]] && [ "$KILL_NODE" -lt "$NODES" ] ||
   die "KILL_NODE must be -1 or in [0, $((NODES - 1))], got '$KILL_NODE'"
 is_uint "$OUTAGE_S" || die "OUTAGE_S must be whole seconds, got '$OUTAGE_S'"
+is_uint "$PAIR_TIMEOUT_MS" || die "PAIR_TIMEOUT_MS must be whole milliseconds, got '$PAIR_TIMEOUT_MS'"
 is_uint "$RUN_TIMEOUT_S" || die "RUN_TIMEOUT_S must be whole seconds, got '$RUN_TIMEOUT_S'"
 for store in $STORES; do
   case "$store" in
@@ -154,6 +158,7 @@ start_node() {
     --metadata_servers="$STORE_ADDR" --index="$i" --nodes="$NODES" \
     --transport="$XPORT" --slot_bytes="$SLOT_BYTES" \
     --control_dir="$RUN/control" --hold_at_pair="$HOLD" \
+    --pair_timeout_ms="$PAIR_TIMEOUT_MS" \
     >"$log.out" 2>"$log.err" &
   LAST_PID=$!
 }
@@ -208,6 +213,10 @@ run_one() {
     until [ "$(cat "$RUN"/node-*.out 2>/dev/null | grep -c '^HOLD$')" -ge "$NODES" ]; do
       if [ "$SECONDS" -ge "$deadline" ] || [ "$(alive_count)" -lt "$NODES" ]; then
         echo "FAIL: not every node reached pair $HOLD (logs: $RUN)"
+        for ((i = 0; i < NODES; i++)); do
+          kill -0 "${NODE_PIDS[$i]}" 2>/dev/null ||
+            echo "  node-$i exited: $(tail -n1 "$RUN/node-$i.err" 2>/dev/null)"
+        done
         return 1
       fi
       sleep 0.2
@@ -310,6 +319,10 @@ status=0
 for store in $STORES; do
   for xport in $TRANSPORTS; do
     run_one "$store" "$xport" || status=1
+    # A failed run may leave nodes or its store behind.
+    cleanup
+    NODE_PIDS=()
+    STORE_PID=""
   done
 done
 if [ "$status" = 0 ] && [ "$KEEP_LOGS" != 1 ]; then
