@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the mooncake-transfer-engine wheel (docs/python_install.md).
+# Builds the mooncake-transfer-engine wheel (docs/python.md, Install).
 #
 # CMake builds the Python extensions (everything under <build>/python:
 # the mooncake package and any top-level module such as tent); they are
