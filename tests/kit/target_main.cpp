@@ -1,7 +1,9 @@
 // main() of the suites that start targets with TargetProcess: either the
 // GoogleTest binary, or (argv[1] == kTargetFlag) a target child that
 // TargetProcess::start() exec'd, with <transport> <rpc port> <mpcomm port>
-// <report fd> <command fd> <integer config keys, "k=v,..." or "-">.
+// <report fd> <command fd> <integer config keys, "k=v,..."> <seed>
+// <metadata type> <metadata servers> <segment name> <ttl ms>; an empty
+// text arrives as "-".
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/store_engine_support.h"
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
 
@@ -66,9 +69,8 @@ void verifyNotifications(TransferEngine& engine, const uint8_t* buf,
     }
 }
 
-// "k=v,k=v" into integer keys of `conf`; "-" is none.
+// "k=v,k=v" into integer keys of `conf`.
 void applyIntConf(const std::string& text, Config& conf) {
-    if (text == "-") return;
     std::istringstream is(text);
     std::string item;
     while (std::getline(is, item, ',')) {
@@ -77,25 +79,59 @@ void applyIntConf(const std::string& text, Config& conf) {
     }
 }
 
+// The engine configuration `options` asks for: p2p metadata, or a
+// metadata store; then the extra transport, integer keys and RPC port.
+std::shared_ptr<Config> targetConfig(const TargetOptions& options) {
+    auto conf = options.metadata_type.empty()
+                    ? onlyTransport(options.xport)
+                    : storeEngineConfig(
+                          options.metadata_type, options.metadata_servers,
+                          options.segment_name, options.xport, options.ttl_ms);
+    if (options.with_tcp) conf->set("transports/tcp/enable", true);
+    applyIntConf(options.int_conf, *conf);
+    conf->set("rpc_server_port", options.rpc_port);
+    return conf;
+}
+
+// "rereg" or "rereg <seed>" (see target_process.h): the answer line.
+std::string reregister(TransferEngine& engine, void* buf,
+                       const std::string& command) {
+    int seed = -1;
+    if (command != "rereg") {
+        std::istringstream is(command.substr(6));
+        std::string rest;
+        if (!(is >> seed) || seed < 0 || seed > 255 || (is >> rest)) {
+            return "bad seed \"" + command.substr(6) +
+                   "\": want an integer in [0, 255]";
+        }
+    }
+    Status s = engine.unregisterLocalMemory(buf, kBufferSize);
+    if (seed >= 0) fillPattern(buf, kBufferSize, static_cast<uint8_t>(seed));
+    if (s.ok()) s = engine.registerLocalMemory(buf, kBufferSize);
+    return s.ok() ? "ok" : s.ToString();
+}
+
 // The target's life: serves one pattern buffer, answers commands, and at
 // EOF on the command pipe cleans up and exits 0. See target_process.h.
-[[noreturn]] void serveTarget(const std::string& transports, int rpc_port,
-                              int mpcomm_port, int report_fd, int command_fd,
-                              const std::string& int_conf) {
-    // "<xport>" or "<xport>+tcp" (TargetOptions::with_tcp).
-    const size_t plus = transports.find(kWithTcpSuffix);
-    const TransportType xport = parseTransportType(transports.substr(0, plus));
-    setenv("MPCOMM_TCP_PORT", std::to_string(mpcomm_port).c_str(), 1);
+[[noreturn]] void serveTarget(const TargetOptions& options, int report_fd,
+                              int command_fd) {
+    const TransportType xport = options.xport;
+    setenv("MPCOMM_TCP_PORT", std::to_string(options.mpcomm_port).c_str(), 1);
     auto say = [report_fd](const std::string& text) {
         std::string line = text + "\n";
         (void)!write(report_fd, line.data(), line.size());
     };
-    auto conf = onlyTransport(xport);
-    if (plus != std::string::npos) conf->set("transports/tcp/enable", true);
-    applyIntConf(int_conf, *conf);
-    conf->set("rpc_server_port", rpc_port);
     {
-        TransferEngine engine(conf);
+        TransferEngine engine(targetConfig(options));
+        if (!engine.available() && !options.metadata_type.empty()) {
+            // On a store the reason matters (a name held by another
+            // process, an unreachable store); an unavailable engine
+            // answers every call with it.
+            SegmentID handle = 0;
+            say("ERROR " +
+                std::string(engine.openSegment(handle, "-").message()));
+            _exit(1);
+        }
         if (!engine.available() || !hasTransport(engine, xport)) {
             say("SKIP target engine has no " +
                 std::string(transportTypeName(xport)) + " transport");
@@ -106,8 +142,7 @@ void applyIntConf(const std::string& text, Config& conf) {
             say("ERROR allocateLocalMemory failed");
             _exit(1);
         }
-        auto* bytes = static_cast<uint8_t*>(buf);
-        for (size_t i = 0; i < kBufferSize; ++i) bytes[i] = patternByte(i, 7);
+        fillPattern(buf, kBufferSize, options.seed);
         Status s = engine.registerLocalMemory(buf, kBufferSize);
         if (!s.ok()) {
             say("ERROR registerLocalMemory: " + s.ToString());
@@ -123,10 +158,8 @@ void applyIntConf(const std::string& text, Config& conf) {
         while (readLine(
             command_fd, command,
             std::chrono::steady_clock::now() + std::chrono::hours(1))) {
-            if (command == "rereg") {
-                s = engine.unregisterLocalMemory(buf, kBufferSize);
-                if (s.ok()) s = engine.registerLocalMemory(buf, kBufferSize);
-                say(s.ok() ? "ok" : s.ToString());
+            if (command == "rereg" || command.rfind("rereg ", 0) == 0) {
+                say(reregister(engine, buf, command));
             } else if (command == "rss") {
                 say(memoryLine());
             } else if (command.rfind("verify ", 0) == 0) {
@@ -142,14 +175,37 @@ void applyIntConf(const std::string& text, Config& conf) {
     _exit(0);
 }
 
+// argv[2..] of a target child (see the top of this file) as the options
+// TargetProcess::start() was given.
+TargetOptions parseTargetArgs(char** argv) {
+    auto text = [](const char* arg) {
+        return std::string(arg) == "-" ? std::string() : std::string(arg);
+    };
+    TargetOptions options;
+    // "<xport>" or "<xport>+tcp" (TargetOptions::with_tcp).
+    const std::string transports = argv[2];
+    const size_t plus = transports.find(kWithTcpSuffix);
+    options.xport = parseTransportType(transports.substr(0, plus));
+    options.with_tcp = plus != std::string::npos;
+    options.rpc_port = std::atoi(argv[3]);
+    options.mpcomm_port = std::atoi(argv[4]);
+    options.int_conf = text(argv[7]);
+    options.seed = static_cast<uint8_t>(std::atoi(argv[8]));
+    options.metadata_type = text(argv[9]);
+    options.metadata_servers = text(argv[10]);
+    options.segment_name = text(argv[11]);
+    options.ttl_ms = std::atoi(argv[12]);
+    return options;
+}
+
 }  // namespace
 }  // namespace mooncake::tent::testing
 
 int main(int argc, char** argv) {
     namespace t = mooncake::tent::testing;
-    if (argc == 8 && std::string(argv[1]) == t::kTargetFlag) {
-        t::serveTarget(argv[2], std::atoi(argv[3]), std::atoi(argv[4]),
-                       std::atoi(argv[5]), std::atoi(argv[6]), argv[7]);
+    if (argc == 13 && std::string(argv[1]) == t::kTargetFlag) {
+        t::serveTarget(t::parseTargetArgs(argv), std::atoi(argv[5]),
+                       std::atoi(argv[6]));
     }
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();

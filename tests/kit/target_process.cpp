@@ -55,15 +55,23 @@ TargetProcess::Started TargetProcess::start(const TargetOptions& options,
         return Started::kFailed;
     }
     // Everything the child needs is built before fork(): between fork and
-    // exec it may only make async-signal-safe calls.
-    const std::string args[] = {
-        std::string(transportTypeName(options.xport)) +
-            (options.with_tcp ? kWithTcpSuffix : ""),
-        std::to_string(options.rpc_port),
-        std::to_string(options.mpcomm_port),
-        std::to_string(report[1]),
-        std::to_string(command[0]),
-        options.int_conf.empty() ? std::string("-") : options.int_conf};
+    // exec it may only make async-signal-safe calls. Empty texts travel as
+    // "-" (see kit/target_main.cpp).
+    auto text = [](const std::string& value) {
+        return value.empty() ? std::string("-") : value;
+    };
+    const std::string args[] = {std::string(transportTypeName(options.xport)) +
+                                    (options.with_tcp ? kWithTcpSuffix : ""),
+                                std::to_string(options.rpc_port),
+                                std::to_string(options.mpcomm_port),
+                                std::to_string(report[1]),
+                                std::to_string(command[0]),
+                                text(options.int_conf),
+                                std::to_string(options.seed),
+                                text(options.metadata_type),
+                                text(options.metadata_servers),
+                                text(options.segment_name),
+                                std::to_string(options.ttl_ms)};
     pid_ = fork();
     if (pid_ < 0) {
         why = "fork failed";
@@ -77,7 +85,9 @@ TargetProcess::Started TargetProcess::start(const TargetOptions& options,
         fcntl(command[0], F_SETFD, 0);
         execl("/proc/self/exe", "tent_test_target", kTargetFlag,
               args[0].c_str(), args[1].c_str(), args[2].c_str(),
-              args[3].c_str(), args[4].c_str(), args[5].c_str(), nullptr);
+              args[3].c_str(), args[4].c_str(), args[5].c_str(),
+              args[6].c_str(), args[7].c_str(), args[8].c_str(),
+              args[9].c_str(), args[10].c_str(), nullptr);
         _exit(127);
     }
     close(report[1]);

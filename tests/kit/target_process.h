@@ -10,15 +10,19 @@
 // suite that uses it links kit/target_main.cpp as its main(), which sends
 // the new image to serveTarget().
 //
-// The target serves one kBufferSize buffer filled with pattern seed 7 and
-// reports "<segment> <address>" when it is ready, "SKIP <why>" when its
-// engine has no such transport, "ERROR <why>" when setting up failed.
+// The target serves one kBufferSize buffer filled with pattern
+// TargetOptions::seed (7 unless set) and reports "<segment> <address>" when
+// it is ready, "SKIP <why>" when its engine has no such transport, "ERROR
+// <why>" when setting up failed (on a metadata store, also when the engine
+// is not available: the store may have refused its name).
 // Commands, one line each, one answer line each: "rereg" unregisters the
 // buffer and registers it again at the same address ("ok" or the error);
-// "rss" answers "<VmRSS kB> <VmHWM kB>". "verify <segment>" (sent with
-// tell(), no answer) opens <segment> and, until the next command or EOF,
-// checks each notification "<offset> <length> <seed>" against the pattern
-// in its buffer and answers it with a notification "ok" or "bad <index>".
+// "rereg <seed>" does the same but refills the buffer with pattern <seed>
+// between the two (a seed outside [0, 255] is refused, naming it); "rss"
+// answers "<VmRSS kB> <VmHWM kB>". "verify <segment>" (sent with tell(), no
+// answer) opens <segment> and, until the next command or EOF, checks each
+// notification "<offset> <length> <seed>" against the pattern in its
+// buffer and answers it with a notification "ok" or "bad <index>".
 // EOF on the command pipe: it unregisters, frees and exits 0.
 #pragma once
 
@@ -45,6 +49,14 @@ struct TargetOptions {
     bool with_tcp = false;  // tcp enabled beside `xport`
     // Integer config keys of the child's engine, "key=value,key=value".
     std::string int_conf;
+    uint8_t seed = 7;  // pattern seed of the served buffer
+    // A metadata store instead of p2p metadata: the child's engine is
+    // built with storeEngineConfig() (kit/store_engine_support.h) from
+    // these. An empty metadata_type keeps p2p and ignores the rest.
+    std::string metadata_type;     // "redis" or "etcd"
+    std::string metadata_servers;  // e.g. StoreServer::address()
+    std::string segment_name;      // local_segment_name; "": host:port
+    int ttl_ms = 0;                // metadata/ttl_ms; 0: the engine's default
 };
 
 // Reads one '\n'-terminated line from fd into `line`, waiting at most until
@@ -72,6 +84,8 @@ class TargetProcess {
     const std::string& name() const { return name_; }
     uint64_t base() const { return base_; }
     bool running() const { return pid_ > 0; }
+    // The child's pid while it runs (errors of other engines name it).
+    pid_t pid() const { return pid_; }
 
     // Sends `command` and waits (bounded) for the answer line; "no answer"
     // or "write failed" when there is none.

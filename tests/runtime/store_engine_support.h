@@ -1,19 +1,15 @@
 // StoreEngineTest's fixture: a real store (kit/store_server.h), target
-// processes (tent_store_target) spawned with pipes, and an initiator engine
-// in the test process.
+// engines in child processes on that store (kit/target_process.h; the
+// suite links kit/target_main.cpp), and an initiator engine in the test
+// process.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -23,120 +19,16 @@
 #include "kit/request_builder.h"
 #include "kit/store_engine_support.h"
 #include "kit/store_server.h"
+#include "kit/target_process.h"
 #include "tent/runtime/metastore.h"
-
-extern char** environ;
 
 namespace mooncake::tent::testing {
 
 // The TTL every engine of these tests publishes with: etcd's smallest
 // lease with its default settings.
 constexpr int kTestTtlMs = 2000;
-constexpr auto kLineBound = std::chrono::seconds(30);
-
-// One tent_store_target process. Its stdin is the release pipe: closing it
-// ends the process cleanly.
-class StoreTarget {
- public:
-    ~StoreTarget() { kill(SIGKILL); }
-
-    // Spawns it and reads its first line; "" when it reported READY, else
-    // what it said instead.
-    std::string start(const std::vector<std::string>& args) {
-        int out[2], in[2];
-        if (pipe(out) != 0 || pipe(in) != 0) return "pipe failed";
-        std::vector<std::string> all = {TENT_STORE_TARGET_PATH};
-        all.insert(all.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (std::string& a : all) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        // The target's own MPComm handshake port.
-        std::vector<std::string> env_text;
-        for (char** e = environ; *e; ++e) {
-            if (std::strncmp(*e, "MPCOMM_TCP_PORT=", 16) != 0) {
-                env_text.push_back(*e);
-            }
-        }
-        env_text.push_back("MPCOMM_TCP_PORT=" + std::to_string(freeTcpPort()));
-        std::vector<char*> envp;
-        for (std::string& e : env_text) envp.push_back(e.data());
-        envp.push_back(nullptr);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-        posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-        posix_spawn_file_actions_addclose(&actions, out[0]);
-        posix_spawn_file_actions_addclose(&actions, in[1]);
-        int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                             envp.data());
-        posix_spawn_file_actions_destroy(&actions);
-        close(out[1]);
-        close(in[0]);
-        stdin_ = in[1];
-        if (rc != 0) {
-            close(out[0]);
-            close(in[1]);
-            stdin_ = -1;
-            pid_ = -1;
-            return std::string("posix_spawn: ") + std::strerror(rc);
-        }
-        stdout_ = out[0];
-        std::string line;
-        if (!readLine(stdout_, line)) return "no line within the bound";
-        if (line.rfind("READY ", 0) != 0) return line;
-        std::istringstream(line.substr(6)) >> name_ >> base_;
-        return "";
-    }
-
-    // Sends one command line and returns the line that answers it ("" when
-    // none came within the bound).
-    std::string command(const std::string& text) {
-        std::string line = text + "\n";
-        if (write(stdin_, line.data(), line.size()) !=
-            static_cast<ssize_t>(line.size())) {
-            return "";
-        }
-        line.clear();
-        return readLine(stdout_, line) ? line : "";
-    }
-
-    // Signals and reaps it.
-    void kill(int sig) {
-        if (pid_ <= 0) return;
-        ::kill(pid_, sig);
-        int status = 0;
-        ::waitpid(pid_, &status, 0);
-        pid_ = -1;
-        if (stdin_ >= 0) close(stdin_);
-        if (stdout_ >= 0) close(stdout_);
-        stdin_ = -1;
-        stdout_ = -1;
-    }
-
-    const std::string& name() const { return name_; }
-    uint64_t base() const { return base_; }
-    pid_t pid() const { return pid_; }
-
- private:
-    static bool readLine(int fd, std::string& line) {
-        const auto deadline = std::chrono::steady_clock::now() + kLineBound;
-        char c;
-        while (std::chrono::steady_clock::now() < deadline) {
-            pollfd pfd{fd, POLLIN, 0};
-            if (poll(&pfd, 1, 100) <= 0) continue;
-            if (read(fd, &c, 1) <= 0) return false;
-            if (c == '\n') return true;
-            line.push_back(c);
-        }
-        return false;
-    }
-
-    pid_t pid_ = -1;
-    int stdin_ = -1;
-    int stdout_ = -1;
-    std::string name_;
-    uint64_t base_ = 0;
-};
+// The initiator's descriptor cache unless a case needs a short one.
+constexpr int kLongCacheTtlMs = 10000;
 
 // One transfer, waited for within 30 s; its final state.
 inline TransferStatusEnum transferOnce(TransferEngine& engine,
@@ -186,21 +78,49 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
                 .ok());
     }
 
+    // The initiator goes first (its buffer is still registered); each
+    // target still running, released, must clean up and exit 0.
+    void TearDown() override {
+        engine_.reset();
+        for (TargetProcess* target : {&target_, &second_}) {
+            std::string why;
+            if (target->running()) {
+                EXPECT_TRUE(target->finish(why)) << why;
+            }
+        }
+    }
+
     std::string uniqueName(const std::string& what) const {
         return what + "-" + std::to_string(getpid());
     }
 
-    // A target named `name` serving pattern `seed`; fails the test unless
-    // it reports READY.
-    void startTarget(StoreTarget& target, const std::string& name, int seed) {
-        std::string error = target.start(
-            {type_, server_->address(), name, transportTypeName(xport_),
-             std::to_string(kTestTtlMs), std::to_string(seed)});
-        ASSERT_EQ(error, "") << "target " << name;
+    // A target on this case's store and transport, named `name`, serving
+    // pattern `seed`, with an MPComm handshake port of its own.
+    TargetOptions targetOptions(const std::string& name, uint8_t seed) const {
+        TargetOptions options;
+        options.xport = xport_;
+        options.mpcomm_port = freeTcpPort();
+        options.seed = seed;
+        options.metadata_type = type_;
+        options.metadata_servers = server_->address();
+        options.segment_name = name;
+        options.ttl_ms = kTestTtlMs;
+        return options;
+    }
+
+    // Starts `target` as targetOptions(name, seed); fails the test unless
+    // it reports ready under that name.
+    void startTarget(TargetProcess& target, const std::string& name,
+                     uint8_t seed) {
+        std::string why;
+        ASSERT_EQ(target.start(targetOptions(name, seed), why),
+                  TargetProcess::Started::kReady)
+            << "target " << name << ": " << why;
         ASSERT_EQ(target.name(), name);
     }
 
-    std::unique_ptr<TransferEngine> startInitiator(int cache_ttl_ms = 10000) {
+    std::unique_ptr<TransferEngine> startInitiator(
+        int cache_ttl_ms = kLongCacheTtlMs) {
         setenv("MPCOMM_TCP_PORT", std::to_string(freeTcpPort()).c_str(), 1);
         auto conf = storeEngineConfig(type_, server_->address(), "", xport_,
                                       kTestTtlMs);
@@ -208,6 +128,49 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
         auto engine = std::make_unique<TransferEngine>(conf);
         EXPECT_TRUE(engine->available());
         return engine;
+    }
+
+    // engine_ (descriptor cache `cache_ttl_ms`) opens the segment `name`
+    // as handle_, registers local_ and reads target_'s whole buffer once:
+    // it must complete with pattern 7, byte-exact.
+    void openTarget(const std::string& name, int cache_ttl_ms) {
+        engine_ = startInitiator(cache_ttl_ms);
+        ASSERT_TRUE(engine_->available());
+        Status s = engine_->openSegment(handle_, name);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        local_.assign(kBufferSize, 0);
+        ASSERT_TRUE(
+            engine_->registerLocalMemory(local_.data(), local_.size()).ok());
+        ASSERT_EQ(readAll(target_.base()), COMPLETED);
+        ASSERT_EQ(mismatch(7), kBufferSize);
+    }
+
+    // The pair most cases start from: target_ named `name` with pattern 7,
+    // opened and read once by engine_ (see openTarget).
+    void startPair(const std::string& name,
+                   int cache_ttl_ms = kLongCacheTtlMs) {
+        ASSERT_NO_FATAL_FAILURE(startTarget(target_, name, 7));
+        ASSERT_NO_FATAL_FAILURE(openTarget(name, cache_ttl_ms));
+    }
+
+    // local_ from `offset`, `length` bytes, to or from `remote` of
+    // handle_, by engine_.
+    TransferStatusEnum transfer(Request::OpCode op, size_t offset,
+                                uint64_t remote, size_t length) {
+        return transferOnce(*engine_, op, local_.data() + offset, handle_,
+                            remote, length);
+    }
+
+    // Zeroes local_ and reads a whole target buffer at `base` into it.
+    TransferStatusEnum readAll(uint64_t base) {
+        std::fill(local_.begin(), local_.end(), 0);
+        return transfer(Request::READ, 0, base, kBufferSize);
+    }
+
+    // The first byte of local_ that is not pattern `seed`; kBufferSize
+    // when none.
+    size_t mismatch(uint8_t seed) const {
+        return firstMismatch(local_.data(), local_.size(), seed);
     }
 
     bool keyPresent(const std::string& name) {
@@ -222,6 +185,11 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
     TransportType xport_ = TCP;
     std::unique_ptr<StoreServer> server_;
     std::shared_ptr<MetaStore> client_;
+    TargetProcess target_;
+    TargetProcess second_;  // a second process asking for target_'s name
+    std::vector<uint8_t> local_;
+    std::unique_ptr<TransferEngine> engine_;
+    SegmentID handle_ = 0;
 };
 
 }  // namespace mooncake::tent::testing

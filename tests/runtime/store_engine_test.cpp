@@ -20,50 +20,33 @@ int64_t msSince(Clock::time_point start) {
 }
 
 TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
-    StoreTarget target;
     const std::string name = uniqueName("seg-find");
-    startTarget(target, name, 7);
-    auto engine = startInitiator();
-    ASSERT_TRUE(engine->available());
-    EXPECT_TRUE(keyPresent(engine->getSegmentName()));
+    // Opened by name and read once: pattern 7, byte-exact.
+    startPair(name);
+    EXPECT_TRUE(keyPresent(engine_->getSegmentName()));
 
-    SegmentID handle = 0;
-    Status s = engine->openSegment(handle, name);
-    ASSERT_TRUE(s.ok()) << s.ToString();
     SegmentInfo info;
-    ASSERT_TRUE(engine->getSegmentInfo(handle, info).ok());
+    ASSERT_TRUE(engine_->getSegmentInfo(handle_, info).ok());
     ASSERT_EQ(info.buffers.size(), 1u);
-    EXPECT_EQ(info.buffers[0].base, target.base());
-    EXPECT_EQ(info.buffers[0].length, kStoreBufferSize);
+    EXPECT_EQ(info.buffers[0].base, target_.base());
+    EXPECT_EQ(info.buffers[0].length, kBufferSize);
 
-    std::vector<uint8_t> local(kStoreBufferSize);
-    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           target.base(), kStoreBufferSize),
-              COMPLETED);
-    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
-              kStoreBufferSize);
     // A WRITE of another pattern into the second half, read back.
-    const size_t half = kStoreBufferSize / 2;
-    fillPattern(local.data(), half, 9);
-    ASSERT_EQ(transferOnce(*engine, Request::WRITE, local.data(), handle,
-                           target.base() + half, half),
+    const size_t half = kBufferSize / 2;
+    fillPattern(local_.data(), half, 9);
+    ASSERT_EQ(transfer(Request::WRITE, 0, target_.base() + half, half),
               COMPLETED);
-    std::fill(local.begin(), local.end(), 0);
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           target.base(), kStoreBufferSize),
-              COMPLETED);
-    EXPECT_EQ(firstMismatch(local.data(), half, 7), half);
-    EXPECT_EQ(firstMismatch(local.data() + half, half, 9), half);
-    EXPECT_TRUE(engine->unregisterLocalMemory(local.data()).ok());
+    ASSERT_EQ(readAll(target_.base()), COMPLETED);
+    EXPECT_EQ(firstMismatch(local_.data(), half, 7), half);
+    EXPECT_EQ(firstMismatch(local_.data() + half, half, 9), half);
+    EXPECT_TRUE(engine_->unregisterLocalMemory(local_.data()).ok());
 }
 
 TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
-    StoreTarget target;
     const std::string name = uniqueName("seg-expire");
-    startTarget(target, name, 7);
+    startTarget(target_, name, 7);
     ASSERT_TRUE(keyPresent(name));
-    target.kill(SIGKILL);
+    target_.kill();
     const auto killed = Clock::now();
     // The TTL, plus etcd's expiry sweep (every 0.5 s) and slack.
     ASSERT_TRUE(waitUntil([&] { return !keyPresent(name); },
@@ -82,50 +65,30 @@ TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
 }
 
 TEST_P(StoreEngineTest, NameHeldByALiveProcessIsRefusedNamingTheHolder) {
-    StoreTarget holder;
     const std::string name = uniqueName("seg-taken");
-    startTarget(holder, name, 7);
-    StoreTarget second;
-    std::string error = second.start({type_, server_->address(), name,
-                                      transportTypeName(xport_),
-                                      std::to_string(kTestTtlMs), "8"});
+    startTarget(target_, name, 7);
+    std::string error;
+    EXPECT_EQ(second_.start(targetOptions(name, 8), error),
+              TargetProcess::Started::kFailed);
     const std::string expected_start =
-        "ERROR TransferEngine is not available: segment name " + name +
-        " is held by pid " + std::to_string(holder.pid()) + " on machine ";
+        "TransferEngine is not available: segment name " + name +
+        " is held by pid " + std::to_string(target_.pid()) + " on machine ";
     EXPECT_EQ(error.substr(0, expected_start.size()), expected_start) << error;
     EXPECT_NE(error.find(" in the " + type_ + " metadata store at " +
                          server_->address() + " (key mooncake/tent/segments/" +
                          name + "); choose another local_segment_name"),
               std::string::npos)
         << error;
-    // The holder still serves.
-    auto engine = startInitiator();
-    SegmentID handle = 0;
-    ASSERT_TRUE(engine->openSegment(handle, name).ok());
-    std::vector<uint8_t> local(kStoreBufferSize);
-    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           holder.base(), kStoreBufferSize),
-              COMPLETED);
-    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
-              kStoreBufferSize);
+    // The holder still serves: opened by name and read, pattern 7.
+    openTarget(name, kLongCacheTtlMs);
 }
 
 TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
-    StoreTarget target;
     const std::string name = uniqueName("seg-outage");
-    startTarget(target, name, 7);
     // A short cache, so that the outage outlives it: transfers then go
     // on with the last descriptor read.
     constexpr int kCacheTtlMs = 200;
-    auto engine = startInitiator(kCacheTtlMs);
-    SegmentID handle = 0;
-    ASSERT_TRUE(engine->openSegment(handle, name).ok());
-    std::vector<uint8_t> local(kStoreBufferSize);
-    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           target.base(), kStoreBufferSize),
-              COMPLETED);
+    startPair(name, kCacheTtlMs);
 
     LogCapture log;
     server_->stop();
@@ -137,13 +100,8 @@ TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
     while (msSince(start) < 5 * kCacheTtlMs ||
            log.countContaining(warning) == 0) {
         ASSERT_LT(msSince(start), 20000) << "no WARNING after 20 s";
-        std::fill(local.begin(), local.end(), 0);
-        ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                               target.base(), kStoreBufferSize),
-                  COMPLETED)
-            << "round " << rounds;
-        ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
-                  kStoreBufferSize);
+        ASSERT_EQ(readAll(target_.base()), COMPLETED) << "round " << rounds;
+        ASSERT_EQ(mismatch(7), kBufferSize);
         ++rounds;
     }
     EXPECT_EQ(log.countContaining(warning), 1) << "one WARNING per outage";
@@ -153,8 +111,9 @@ TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_TRUE(waitUntil([&] { return keyPresent(name); }))
         << "the target did not publish again";
-    EXPECT_TRUE(waitUntil([&] { return keyPresent(engine->getSegmentName()); }))
-        << "the initiator did not publish again";
+    EXPECT_TRUE(waitUntil([&] {
+        return keyPresent(engine_->getSegmentName());
+    })) << "the initiator did not publish again";
     EXPECT_TRUE(waitUntil([&] {
         return log.countContaining(type_ + " metadata store at " +
                                    server_->address() +
@@ -164,48 +123,31 @@ TEST_P(StoreEngineTest, OutageKeepsCachedTransfersAndRestartRepublishes) {
     auto fresh = startInitiator();
     SegmentID fresh_handle = 0;
     ASSERT_TRUE(fresh->openSegment(fresh_handle, name).ok());
-    std::vector<uint8_t> other(kStoreBufferSize);
+    std::vector<uint8_t> other(kBufferSize);
     ASSERT_TRUE(fresh->registerLocalMemory(other.data(), other.size()).ok());
     ASSERT_EQ(transferOnce(*fresh, Request::READ, other.data(), fresh_handle,
-                           target.base(), kStoreBufferSize),
+                           target_.base(), kBufferSize),
               COMPLETED);
-    EXPECT_EQ(firstMismatch(other.data(), kStoreBufferSize, 7),
-              kStoreBufferSize);
+    EXPECT_EQ(firstMismatch(other.data(), kBufferSize, 7), kBufferSize);
     EXPECT_EQ(log.countContaining(warning), 1);
 }
 
 TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
     const std::string name = uniqueName("seg-restart");
-    auto first = std::make_unique<StoreTarget>();
-    startTarget(*first, name, 7);
     // The documented bound: one cache lifetime plus a store read (tcp);
     // mpcomm re-reads on the first failed transfer.
     constexpr int kCacheTtlMs = 500;
-    auto engine = startInitiator(kCacheTtlMs);
-    SegmentID handle = 0;
-    ASSERT_TRUE(engine->openSegment(handle, name).ok());
-    std::vector<uint8_t> local(kStoreBufferSize);
-    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           first->base(), kStoreBufferSize),
-              COMPLETED);
-    ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
-              kStoreBufferSize);
+    startPair(name, kCacheTtlMs);
 
-    first->kill(SIGKILL);
-    StoreTarget second;
+    target_.kill();
     // Same machine, holder gone: the name is taken over at once.
-    startTarget(second, name, 8);
+    startTarget(target_, name, 8);
     const auto restarted = Clock::now();
     bool read_again = false;
     int failed = 0;
     while (msSince(restarted) < kCacheTtlMs + 5000) {
-        std::fill(local.begin(), local.end(), 0);
-        TransferStatusEnum state =
-            transferOnce(*engine, Request::READ, local.data(), handle,
-                         second.base(), kStoreBufferSize);
-        if (state == COMPLETED && firstMismatch(local.data(), kStoreBufferSize,
-                                                8) == kStoreBufferSize) {
+        if (readAll(target_.base()) == COMPLETED &&
+            mismatch(8) == kBufferSize) {
             read_again = true;
             break;
         }
@@ -214,51 +156,37 @@ TEST_P(StoreEngineTest, TargetRestartedUnderTheSameNameIsReadAgain) {
     ASSERT_TRUE(read_again) << "after " << failed << " failed reads";
     EXPECT_LE(msSince(restarted), kCacheTtlMs + 2000) << failed << " failed";
     // And a WRITE lands byte-exact on the new process.
-    fillPattern(local.data(), kStoreBufferSize, 11);
-    ASSERT_EQ(transferOnce(*engine, Request::WRITE, local.data(), handle,
-                           second.base(), kStoreBufferSize),
+    fillPattern(local_.data(), kBufferSize, 11);
+    ASSERT_EQ(transfer(Request::WRITE, 0, target_.base(), kBufferSize),
               COMPLETED);
-    std::fill(local.begin(), local.end(), 0);
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           second.base(), kStoreBufferSize),
-              COMPLETED);
-    EXPECT_EQ(firstMismatch(local.data(), kStoreBufferSize, 11),
-              kStoreBufferSize);
+    ASSERT_EQ(readAll(target_.base()), COMPLETED);
+    EXPECT_EQ(mismatch(11), kBufferSize);
 }
 
 TEST_P(StoreEngineTest, BufferRegisteredAgainAtTheSameAddressIsReadAgain) {
-    StoreTarget target;
     const std::string name = uniqueName("seg-rereg");
-    startTarget(target, name, 7);
     constexpr int kCacheTtlMs = 500;
-    auto engine = startInitiator(kCacheTtlMs);
-    SegmentID handle = 0;
-    ASSERT_TRUE(engine->openSegment(handle, name).ok());
-    std::vector<uint8_t> local(kStoreBufferSize);
-    ASSERT_TRUE(engine->registerLocalMemory(local.data(), local.size()).ok());
-    ASSERT_EQ(transferOnce(*engine, Request::READ, local.data(), handle,
-                           target.base(), kStoreBufferSize),
-              COMPLETED);
-    ASSERT_EQ(firstMismatch(local.data(), kStoreBufferSize, 7),
-              kStoreBufferSize);
+    startPair(name, kCacheTtlMs);
 
+    // A seed that is not a byte is refused, naming it; nothing changes.
+    EXPECT_EQ(target_.ask("rereg 256"),
+              "bad seed \"256\": want an integer in [0, 255]");
+    ASSERT_EQ(readAll(target_.base()), COMPLETED);
+    EXPECT_EQ(mismatch(7), kBufferSize);
     // Registered again, with pattern 8, before the answer comes back.
-    ASSERT_EQ(target.command("rereg"), "REREG");
+    ASSERT_EQ(target_.ask("rereg 8"), "ok");
     const auto reregistered = Clock::now();
     // In the store already: the registration waited for the write.
     SegmentInfo info;
-    ASSERT_TRUE(engine->getSegmentInfo(handle, info).ok());
+    ASSERT_TRUE(engine_->getSegmentInfo(handle_, info).ok());
     ASSERT_EQ(info.buffers.size(), 1u);
-    EXPECT_EQ(info.buffers[0].base, target.base());
+    EXPECT_EQ(info.buffers[0].base, target_.base());
     // The same bound as a restart: one cache lifetime plus a store read.
     bool read_again = false;
     int failed = 0;
     while (msSince(reregistered) < kCacheTtlMs + 5000) {
-        std::fill(local.begin(), local.end(), 0);
-        if (transferOnce(*engine, Request::READ, local.data(), handle,
-                         target.base(), kStoreBufferSize) == COMPLETED &&
-            firstMismatch(local.data(), kStoreBufferSize, 8) ==
-                kStoreBufferSize) {
+        if (readAll(target_.base()) == COMPLETED &&
+            mismatch(8) == kBufferSize) {
             read_again = true;
             break;
         }
