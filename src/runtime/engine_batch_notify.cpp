@@ -86,7 +86,14 @@ Status TransferEngineImpl::submitTransfer(
             " bytes exceeds notification/max_message_bytes=" +
             std::to_string(limits.max_message_bytes));
     }
-    return submitInternal(batch_id, request_list, &hook);
+    // Room in the send queue is held from here, so a notification whose
+    // submission completes is never dropped for a full queue: a submitter
+    // outrunning the network waits here instead.
+    const size_t peers = hook.peers.size();
+    CHECK_STATUS(channel_->reserve(peers));
+    Status s = submitInternal(batch_id, request_list, &hook);
+    if (!s.ok()) channel_->release(peers);
+    return s;
 }
 
 void TransferEngineImpl::fireNotifyHooks(EngineBatch& batch, bool wait) {
@@ -116,6 +123,7 @@ void TransferEngineImpl::fireNotifyHooks(EngineBatch& batch, bool wait) {
         hook.done = true;
         batch.open_hooks.fetch_sub(1, std::memory_order_release);
         if (failed_task != hook.end) {
+            channel_->release(hook.peers.size());
             LOG(WARNING) << "Notification '" << hook.notifi.name
                          << "' not sent: task " << failed_task << " ended "
                          << transferStatusName(failed_as);

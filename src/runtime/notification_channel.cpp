@@ -178,18 +178,49 @@ Status NotificationChannel::call(const std::string& peer,
     return s;
 }
 
-Status NotificationChannel::post(const std::vector<std::string>& peers,
-                                 const Notification& notifi) {
-    CHECK_STATUS(checkSize(notifi));
+Status NotificationChannel::reserve(size_t count) {
+    const size_t limit = static_cast<size_t>(max_queued_);
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    const bool room =
+        room_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms_), [&] {
+            return stopping_ || queue_.size() + reserved_ + count <= limit;
+        });
+    if (stopping_) return Status::InternalError("notification channel stopped");
+    if (!room) {
+        return Status::TooManyRequests(
+            "notification/max_pending_total=" + std::to_string(max_queued_) +
+            " notifications are waiting to be sent or to complete; no room "
+            "for " +
+            std::to_string(count) +
+            " more within rpc/timeout_ms=" + std::to_string(timeout_ms_));
+    }
+    reserved_ += count;
+    return Status::OK();
+}
+
+void NotificationChannel::release(size_t count) {
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
-        if (queue_.size() + peers.size() > static_cast<size_t>(max_queued_)) {
-            return Status::TooManyRequests(
-                "notification/max_pending_total=" +
-                std::to_string(max_queued_) +
-                " notifications are waiting to be sent");
+        reserved_ -= std::min(count, reserved_);
+    }
+    room_cv_.notify_all();
+}
+
+Status NotificationChannel::post(const std::vector<std::string>& peers,
+                                 const Notification& notifi) {
+    Status s = checkSize(notifi);
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        reserved_ -= std::min(peers.size(), reserved_);
+        if (s.ok()) {
+            for (const std::string& peer : peers) {
+                queue_.emplace_back(peer, notifi);
+            }
         }
-        for (const std::string& peer : peers) queue_.emplace_back(peer, notifi);
+    }
+    if (!s.ok()) {
+        room_cv_.notify_all();
+        return s;
     }
     queue_cv_.notify_one();
     return Status::OK();
@@ -229,6 +260,7 @@ void NotificationChannel::run() {
         queue_.pop_front();
         sending_ = true;
         lock.unlock();
+        room_cv_.notify_all();
         Status s = sendQueued(entry.first, entry.second);
         if (!s.ok()) {
             LOG(WARNING) << "Notification '" << entry.second.name << "' to "
@@ -247,6 +279,7 @@ void NotificationChannel::run() {
                                         }),
                          queue_.end());
             dropped_ += before - queue_.size();
+            room_cv_.notify_all();
         }
         queue_cv_.notify_all();
     }
@@ -277,6 +310,7 @@ void NotificationChannel::stop() {
         queue_.clear();
     }
     queue_cv_.notify_all();
+    room_cv_.notify_all();
     worker_.join();
     if (dropped > 0) {
         LOG(WARNING) << "NotificationChannel stopped with " << dropped

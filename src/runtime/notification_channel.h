@@ -48,11 +48,18 @@ class NotificationChannel {
     // Delivers `notifi` to the engine at `peer` ("host:port"); returns its
     // answer (a refusal names the target's limit).
     Status send(const std::string& peer, const Notification& notifi);
-    // Queues `notifi` for each of `peers`, sent in order by the channel's
-    // thread; a target that refuses it as full (TooManyRequests) is asked
-    // again for up to `timeout_ms`, any other failure is logged.
-    // TooManyRequests (nothing queued) when max_queued sends are waiting
-    // already.
+    // Holds room in the queue for `count` notifications a submission will
+    // post once it completes, so that one admitted is never dropped for a
+    // full queue: the submitter waits for room instead (backpressure), up
+    // to `timeout_ms`. TooManyRequests naming max_queued when none came.
+    Status reserve(size_t count);
+    // Gives back room reserve() held for a submission that will not post
+    // (a task of it did not complete).
+    void release(size_t count);
+    // Queues `notifi` for each of `peers` in the room reserve() held for
+    // them, sent in order by the channel's thread; a target that refuses
+    // it as full (TooManyRequests) is asked again for up to `timeout_ms`,
+    // any other failure is logged.
     Status post(const std::vector<std::string>& peers,
                 const Notification& notifi);
     // OK when the engine at `peer` answers a probe.
@@ -90,6 +97,11 @@ class NotificationChannel {
     std::mutex queue_mu_;
     std::condition_variable queue_cv_;
     std::deque<std::pair<std::string, Notification>> queue_;
+    // Room held for submissions not yet complete; queue_.size() +
+    // reserved_ never exceeds max_queued_.
+    size_t reserved_ = 0;
+    // Signalled when room is freed or the channel stops.
+    std::condition_variable room_cv_;
     bool stopping_ = false;
     bool sending_ = false;   // the thread is sending one it took
     bool flushing_ = false;  // stop() is sending what is queued

@@ -265,6 +265,61 @@ TEST_F(EngineNotifyTest, AFailedSubmissionSendsNoNotification) {
     EXPECT_EQ(got[0].name, "after");
 }
 
+TEST_F(EngineNotifyTest, AFullSendQueueHoldsBackTheNextSubmission) {
+    // Room for one notification in the initiator's queue: a submission
+    // holds it from submit until its notification is sent or dropped.
+    auto initiator_conf = tcpConfig();
+    initiator_conf->set("notification/max_pending_total", 1);
+    initiator_conf->set("rpc/timeout_ms", 200);
+    ASSERT_NO_FATAL_FAILURE(start(initiator_conf, tcpConfig()));
+    void* local = nullptr;
+    void* remote = nullptr;
+    ASSERT_TRUE(initiator_->allocateLocalMemory(&local, 4096).ok());
+    ASSERT_TRUE(initiator_->registerLocalMemory(local, 4096).ok());
+    ASSERT_TRUE(target_->allocateLocalMemory(&remote, 4096).ok());
+    ASSERT_TRUE(target_->registerLocalMemory(remote, 4096).ok());
+    auto write_to = [&](uint64_t address) {
+        return std::vector<Request>{testing::makeRequest(
+            Request::WRITE, local, target_id_, address, 64, TCP)};
+    };
+    const uint64_t good = reinterpret_cast<uint64_t>(remote);
+    BatchID first = initiator_->allocateBatch(1);
+    ASSERT_TRUE(
+        initiator_->submitTransfer(first, write_to(good), {"first", "a"}).ok());
+    // Not read yet, so its notification still holds the room: the next
+    // submission waits rpc/timeout_ms for it, then is refused whole.
+    BatchID second = initiator_->allocateBatch(1);
+    Status refused =
+        initiator_->submitTransfer(second, write_to(good), {"second", "b"});
+    EXPECT_EQ(refused.code(), Status::Code::kTooManyRequests);
+    EXPECT_NE(refused.ToString().find("notification/max_pending_total=1 "
+                                      "notifications are waiting to be sent "
+                                      "or to complete; no room for 1 more "
+                                      "within rpc/timeout_ms=200"),
+              std::string::npos)
+        << refused.ToString();
+    std::vector<TransferStatus> none;
+    ASSERT_TRUE(initiator_->getTransferStatus(second, none).ok());
+    EXPECT_TRUE(none.empty());
+    // Freeing the first sends its notification; one whose task fails gives
+    // its room back unsent; each leaves room for the next.
+    ASSERT_TRUE(initiator_->freeBatch(first).ok());
+    ASSERT_TRUE(
+        initiator_->submitTransfer(second, write_to(0x1000), {"failed", "x"})
+            .ok());
+    ASSERT_TRUE(initiator_->freeBatch(second).ok());
+    BatchID third = initiator_->allocateBatch(1);
+    ASSERT_TRUE(
+        initiator_->submitTransfer(third, write_to(good), {"third", "c"}).ok());
+    ASSERT_TRUE(initiator_->freeBatch(third).ok());
+    std::vector<Notification> got = receiveAtLeast(2);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].name, "first");
+    EXPECT_EQ(got[1].name, "third");
+    ASSERT_TRUE(initiator_->unregisterLocalMemory(local, 4096).ok());
+    ASSERT_TRUE(target_->unregisterLocalMemory(remote, 4096).ok());
+}
+
 TEST_F(EngineNotifyTest, ProbeAnswersForALiveEngineAndNamesADeadOne) {
     EXPECT_TRUE(initiator_->probePeerAliveByID(target_id_).ok());
     const std::string name = target_->getSegmentName();

@@ -61,8 +61,10 @@ class MpcommRecoveryTest : public ::testing::Test {
     // `rpc_port` (0: any).
     void startTarget(TargetProcess& target, int rpc_port, int mpcomm_port) {
         std::string why;
-        ASSERT_EQ(target.start({MPCOMM, rpc_port, mpcomm_port}, why),
-                  TargetProcess::Started::kReady)
+        TargetOptions options;
+        options.rpc_port = rpc_port;
+        options.mpcomm_port = mpcomm_port;
+        ASSERT_EQ(target.start(options, why), TargetProcess::Started::kReady)
             << why;
     }
 

@@ -20,15 +20,19 @@ class ShmRoutePairTest : public ::testing::Test {
         }
         engine_.reset();
         std::string why;
-        if (target_.running()) EXPECT_TRUE(target_.finish(why)) << why;
+        if (target_.running()) {
+            EXPECT_TRUE(target_.finish(why)) << why;
+        }
     }
 
     // A target serving over `xport` and tcp, and an initiator with shm and
     // tcp whose ShmTransport is `shm_`.
     void start(TransportType xport) {
         std::string why;
-        ASSERT_EQ(target_.start({xport, 0, 0, true}, why),
-                  TargetProcess::Started::kReady)
+        TargetOptions options;
+        options.xport = xport;
+        options.with_tcp = true;
+        ASSERT_EQ(target_.start(options, why), TargetProcess::Started::kReady)
             << why;
         setTransportFactoryOverride(SHM, [this] {
             auto t = std::make_unique<ShmTransport>();
