@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "classic_engine.h"
 
@@ -92,33 +93,25 @@ void bindClassicEngine(py::module_& m) {
             py::arg("peer_buffer_address"), py::arg("length") = py::none(),
             py::arg("transport_hint") = "");
     }
-    for (auto [name, op] :
-         {std::pair{"batch_transfer_sync_write", Opcode::kWrite},
-          std::pair{"batch_transfer_sync_read", Opcode::kRead}}) {
+    // The batch calls: the sync ones answer 0 or -1, the async ones a
+    // batch id (0 on failure), as classic does.
+    for (auto [name, op, async] :
+         {std::tuple{"batch_transfer_sync_write", Opcode::kWrite, false},
+          std::tuple{"batch_transfer_sync_read", Opcode::kRead, false},
+          std::tuple{"batch_transfer_async_write", Opcode::kWrite, true},
+          std::tuple{"batch_transfer_async_read", Opcode::kRead, true}}) {
         cls.def(
             name,
-            [op = op, name = name](Engine& e, const std::string& target,
-                                   const py::list& buffers,
-                                   const std::vector<uint64_t>& peers,
-                                   OptLens lengths, const std::string& hint) {
-                return e.batchTransferSync(name, target, buffers, peers,
-                                           lengths, op, nullptr, hint);
-            },
-            py::arg("target_hostname"), py::arg("buffers"),
-            py::arg("peer_buffer_addresses"), py::arg("lengths") = py::none(),
-            py::arg("transport_hint") = "");
-    }
-    for (auto [name, op] :
-         {std::pair{"batch_transfer_async_write", Opcode::kWrite},
-          std::pair{"batch_transfer_async_read", Opcode::kRead}}) {
-        cls.def(
-            name,
-            [op = op, name = name](Engine& e, const std::string& target,
-                                   const py::list& buffers,
-                                   const std::vector<uint64_t>& peers,
-                                   OptLens lengths, const std::string& hint) {
-                return e.batchTransferAsync(name, target, buffers, peers,
-                                            lengths, op, hint);
+            [op = op, name = name, async = async](
+                Engine& e, const std::string& target, const py::list& buffers,
+                const std::vector<uint64_t>& peers, OptLens lengths,
+                const std::string& hint) -> py::int_ {
+                if (async) {
+                    return py::int_(e.batchTransferAsync(
+                        name, target, buffers, peers, lengths, op, hint));
+                }
+                return py::int_(e.batchTransferSync(
+                    name, target, buffers, peers, lengths, op, nullptr, hint));
             },
             py::arg("target_hostname"), py::arg("buffers"),
             py::arg("peer_buffer_addresses"), py::arg("lengths") = py::none(),

@@ -110,12 +110,9 @@ Status ShmObject::create(size_t size, std::unique_ptr<ShmObject>& out) {
                                      std::to_string(size) +
                                      " bytes) failed: " + errnoText(errno));
     }
-    struct stat st;
-    fstat(fd, &st);
-    obj->addr_ = addr;
-    obj->length_ = size;
-    obj->dev_ = st.st_dev;
-    obj->ino_ = st.st_ino;
+    struct stat st {};
+    fstat(fd, &st);  // cannot fail on a descriptor mmap just accepted
+    obj->adopt(addr, size, st);
     out = std::move(obj);
     return Status::OK();
 }
@@ -167,12 +164,16 @@ Status ShmObject::open(const std::string& name, uint64_t length,
     }
     std::unique_ptr<ShmObject> obj(new ShmObject());
     obj->name_ = name;
-    obj->addr_ = addr;
-    obj->length_ = length;
-    obj->dev_ = st.st_dev;
-    obj->ino_ = st.st_ino;
+    obj->adopt(addr, length, st);
     out = std::move(obj);
     return Status::OK();
+}
+
+void ShmObject::adopt(void* addr, uint64_t length, const struct stat& st) {
+    addr_ = addr;
+    length_ = length;
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
 }
 
 ShmObject::Probe ShmObject::probe() const {

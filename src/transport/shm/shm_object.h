@@ -9,6 +9,7 @@
 // and whatever pid namespace either side is in.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -50,6 +51,8 @@ class ShmObject {
 
  private:
     ShmObject() = default;
+    // The mapping and the identity (device, inode) probe() compares against.
+    void adopt(void* addr, uint64_t length, const struct stat& st);
 
     std::string name_;
     void* addr_ = nullptr;
