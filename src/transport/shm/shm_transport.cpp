@@ -176,25 +176,22 @@ Status ShmTransport::addMemoryBuffer(BufferDesc& desc,
     const ShmObject& object = *at->second;
     const uint64_t offset = desc.addr - at->first;
     if (offset >= object.length()) return Status::OK();  // not shared memory
-    if (offset != 0) {
+    // Both refusals name the range and the allocation it falls in.
+    auto refuse = [&](const std::string& relation, const std::string& tail) {
         return Status::InvalidArgument(
             "shm transport cannot register " +
-            rangeText(desc.addr, desc.length) +
-            ": a sub-range of shared "
-            "allocation " +
-            object.name() + " at " + hex(at->first) + " (length " +
-            std::to_string(object.length()) +
-            "); only a prefix starting at its base can be registered");
+            rangeText(desc.addr, desc.length) + ": " + relation +
+            " shared allocation " + object.name() + " at " + hex(at->first) +
+            " (length " + std::to_string(object.length()) + ")" + tail);
+    };
+    if (offset != 0) {
+        return refuse("a sub-range of",
+                      "; only a prefix starting at its base can be registered");
     }
     if (desc.length > object.length()) {
-        return Status::InvalidArgument(
-            "shm transport cannot register " +
-            rangeText(desc.addr, desc.length) +
-            ": it overflows shared "
-            "allocation " +
-            object.name() + " at " + hex(at->first) + " (length " +
-            std::to_string(object.length()) + ") by " +
-            std::to_string(desc.length - object.length()) + " bytes");
+        return refuse(
+            "it overflows",
+            " by " + std::to_string(desc.length - object.length()) + " bytes");
     }
     desc.shm_path = object.name();
     for (TransportType t : desc.transports) {
