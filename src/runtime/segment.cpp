@@ -166,6 +166,25 @@ bool isUnsigned(const Json::Value& v) {
            v.isUInt64();
 }
 
+// An optional string member `key` of the buffer entry `field`, read into
+// `out` (left as it was when absent), at most kMaxLocationBytes long.
+Status readShortString(const Json::Value& b, const std::string& field,
+                       const char* key, std::string& out) {
+    if (!b.isMember(key)) return Status::OK();
+    if (!b[key].isString()) {
+        return Status::InvalidEntry("segment descriptor field " + field + "." +
+                                    key + " is not a string");
+    }
+    out = b[key].asString();
+    if (out.size() > kMaxLocationBytes) {
+        return Status::InvalidEntry("segment descriptor field " + field + "." +
+                                    key + " is " + std::to_string(out.size()) +
+                                    " bytes, above the limit of " +
+                                    std::to_string(kMaxLocationBytes));
+    }
+    return Status::OK();
+}
+
 Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
     const std::string field = "buffers[" + std::to_string(index) + "]";
     if (!b.isObject()) {
@@ -200,35 +219,9 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
                                     std::to_string(out.addr) + ", length " +
                                     std::to_string(out.length) + ")");
     }
-    if (b.isMember("location")) {
-        if (!b["location"].isString()) {
-            return Status::InvalidEntry("segment descriptor field " + field +
-                                        ".location is not a string");
-        }
-        out.location = b["location"].asString();
-        if (out.location.size() > kMaxLocationBytes) {
-            return Status::InvalidEntry("segment descriptor field " + field +
-                                        ".location is " +
-                                        std::to_string(out.location.size()) +
-                                        " bytes, above the limit of " +
-                                        std::to_string(kMaxLocationBytes));
-        }
-    }
+    CHECK_STATUS(readShortString(b, field, "location", out.location));
     out.shm_path.clear();
-    if (b.isMember("shm_path")) {
-        if (!b["shm_path"].isString()) {
-            return Status::InvalidEntry("segment descriptor field " + field +
-                                        ".shm_path is not a string");
-        }
-        out.shm_path = b["shm_path"].asString();
-        if (out.shm_path.size() > kMaxLocationBytes) {
-            return Status::InvalidEntry("segment descriptor field " + field +
-                                        ".shm_path is " +
-                                        std::to_string(out.shm_path.size()) +
-                                        " bytes, above the limit of " +
-                                        std::to_string(kMaxLocationBytes));
-        }
-    }
+    CHECK_STATUS(readShortString(b, field, "shm_path", out.shm_path));
     out.transports.clear();
     if (b.isMember("transports")) {
         const Json::Value& ts = b["transports"];

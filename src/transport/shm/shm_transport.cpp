@@ -10,6 +10,7 @@
 #include "tent/runtime/transport_selector.h"
 #include "transport/shm/shm_mapping_cache.h"
 #include "transport/shm/shm_object.h"
+#include "transport/sub_batch_ops.h"
 
 namespace mooncake::tent {
 
@@ -208,24 +209,17 @@ Status ShmTransport::removeMemoryBuffer(BufferDesc& desc) {
 }
 
 Status ShmTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
-    if (max_size == 0) {
-        return Status::InvalidArgument(
-            "shm transport: sub-batch capacity must be positive");
-    }
-    batch = new SubBatchImpl(max_size);
-    return Status::OK();
+    return newSubBatch<SubBatchImpl>("shm", batch, max_size);
 }
 
 Status ShmTransport::freeSubBatch(SubBatchRef& batch) {
-    delete static_cast<SubBatchImpl*>(batch);
-    batch = nullptr;
-    return Status::OK();
+    return deleteSubBatch<SubBatchImpl>(batch);
 }
 
 Status ShmTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
-    auto* sub = static_cast<SubBatchImpl*>(batch);
-    if (!sub) return Status::InvalidArgument("shm transport: null sub-batch");
+    SubBatchImpl* sub = nullptr;
+    CHECK_STATUS(subBatchOf("shm", batch, sub));
     if (!installed_.load()) {
         return Status::InvalidArgument("shm transport is not installed");
     }
@@ -257,8 +251,8 @@ Status ShmTransport::submitTransferTasks(
 
 Status ShmTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        TransferStatus& status) {
-    auto* sub = static_cast<SubBatchImpl*>(batch);
-    if (!sub) return Status::InvalidArgument("shm transport: null sub-batch");
+    SubBatchImpl* sub = nullptr;
+    CHECK_STATUS(subBatchOf("shm", batch, sub));
     std::lock_guard<std::mutex> lock(sub->mu);
     if (task_id < 0 || static_cast<size_t>(task_id) >= sub->states.size()) {
         return Status::InvalidArgument("shm transport: no task " +

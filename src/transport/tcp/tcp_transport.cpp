@@ -12,6 +12,7 @@
 #include "net/socket_io.h"
 #include "net/stream_server.h"
 #include "tent/runtime/platform.h"
+#include "transport/sub_batch_ops.h"
 #include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
@@ -105,8 +106,8 @@ Status readSettings(const std::shared_ptr<Config>& conf,
 // The task `task_id` of `batch`, for cancel and status queries.
 Status findTask(Transport::SubBatchRef batch, int task_id,
                 std::shared_ptr<TcpTransport::Task>& task) {
-    auto* sub = static_cast<TcpSubBatch*>(batch);
-    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    TcpSubBatch* sub = nullptr;
+    CHECK_STATUS(subBatchOf("tcp", batch, sub));
     std::lock_guard<std::mutex> lock(sub->mu);
     if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
         return Status::InvalidArgument(
@@ -302,24 +303,17 @@ TcpTransport::StagingStats TcpTransport::stagingStats() const {
 }
 
 Status TcpTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
-    if (max_size == 0) {
-        return Status::InvalidArgument(
-            "tcp transport: sub-batch capacity must be positive");
-    }
-    batch = new TcpSubBatch(max_size);
-    return Status::OK();
+    return newSubBatch<TcpSubBatch>("tcp", batch, max_size);
 }
 
 Status TcpTransport::freeSubBatch(SubBatchRef& batch) {
-    delete static_cast<TcpSubBatch*>(batch);
-    batch = nullptr;
-    return Status::OK();
+    return deleteSubBatch<TcpSubBatch>(batch);
 }
 
 Status TcpTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
-    auto* sub = static_cast<TcpSubBatch*>(batch);
-    if (!sub) return Status::InvalidArgument("tcp transport: null sub-batch");
+    TcpSubBatch* sub = nullptr;
+    CHECK_STATUS(subBatchOf("tcp", batch, sub));
     if (!running_.load()) {
         return Status::InvalidArgument("tcp transport is not installed");
     }
