@@ -60,9 +60,39 @@ class EngineNotifyTest : public ::testing::Test {
         return all;
     }
 
+    // A registered buffer of `size` bytes at each end (local_, remote_).
+    void shareBuffers(size_t size) {
+        ASSERT_TRUE(initiator_->allocateLocalMemory(&local_, size).ok());
+        ASSERT_TRUE(initiator_->registerLocalMemory(local_, size).ok());
+        ASSERT_TRUE(target_->allocateLocalMemory(&remote_, size).ok());
+        ASSERT_TRUE(target_->registerLocalMemory(remote_, size).ok());
+        shared_bytes_ = size;
+    }
+
+    void TearDown() override {
+        if (shared_bytes_ == 0) return;
+        EXPECT_TRUE(
+            initiator_->unregisterLocalMemory(local_, shared_bytes_).ok());
+        EXPECT_TRUE(
+            target_->unregisterLocalMemory(remote_, shared_bytes_).ok());
+    }
+
+    // One tcp write of `length` bytes from local_ to the target's `address`.
+    std::vector<Request> writeTo(uint64_t address, size_t length = 64) {
+        return {testing::makeRequest(Request::WRITE, local_, target_id_,
+                                     address, length, TCP)};
+    }
+
+    uint64_t remoteAddress() const {
+        return reinterpret_cast<uint64_t>(remote_);
+    }
+
     std::unique_ptr<TransferEngine> target_;
     std::unique_ptr<TransferEngine> initiator_;
     SegmentID target_id_ = 0;
+    void* local_ = nullptr;
+    void* remote_ = nullptr;
+    size_t shared_bytes_ = 0;
 };
 
 TEST_F(EngineNotifyTest, AMessageArrivesWithItsBytesExactly) {
@@ -197,20 +227,13 @@ TEST_F(EngineNotifyTest, ASubmissionsNotificationWaitsOutAFullTarget) {
     auto target_conf = tcpConfig();
     target_conf->set("notification/max_pending_per_peer", 2);
     ASSERT_NO_FATAL_FAILURE(start(tcpConfig(), target_conf));
-    void* local = nullptr;
-    void* remote = nullptr;
-    ASSERT_TRUE(initiator_->allocateLocalMemory(&local, 4096).ok());
-    ASSERT_TRUE(target_->allocateLocalMemory(&remote, 4096).ok());
-    ASSERT_TRUE(initiator_->registerLocalMemory(local, 4096).ok());
-    ASSERT_TRUE(target_->registerLocalMemory(remote, 4096).ok());
+    ASSERT_NO_FATAL_FAILURE(shareBuffers(4096));
     // Six completed submissions while the target receives nothing: it
     // takes two and refuses the rest as full until it receives.
     const int kSubmissions = 6;
     for (int i = 0; i < kSubmissions; ++i) {
         BatchID batch = initiator_->allocateBatch(1);
-        std::vector<Request> requests{testing::makeRequest(
-            Request::WRITE, local, target_id_,
-            reinterpret_cast<uint64_t>(remote), 4096, TCP)};
+        std::vector<Request> requests = writeTo(remoteAddress(), 4096);
         ASSERT_TRUE(initiator_
                         ->submitTransfer(batch, requests,
                                          {"done", "n" + std::to_string(i)})
@@ -229,25 +252,14 @@ TEST_F(EngineNotifyTest, ASubmissionsNotificationWaitsOutAFullTarget) {
     for (int i = 0; i < kSubmissions; ++i) {
         EXPECT_EQ(got[i].msg, "n" + std::to_string(i));
     }
-    ASSERT_TRUE(initiator_->unregisterLocalMemory(local, 4096).ok());
-    ASSERT_TRUE(target_->unregisterLocalMemory(remote, 4096).ok());
 }
 
 TEST_F(EngineNotifyTest, AFailedSubmissionSendsNoNotification) {
-    void* local = nullptr;
-    void* remote = nullptr;
-    ASSERT_TRUE(initiator_->allocateLocalMemory(&local, 4096).ok());
-    ASSERT_TRUE(initiator_->registerLocalMemory(local, 4096).ok());
-    ASSERT_TRUE(target_->allocateLocalMemory(&remote, 4096).ok());
-    ASSERT_TRUE(target_->registerLocalMemory(remote, 4096).ok());
-    auto write_to = [&](uint64_t address) {
-        return std::vector<Request>{testing::makeRequest(
-            Request::WRITE, local, target_id_, address, 64, TCP)};
-    };
+    ASSERT_NO_FATAL_FAILURE(shareBuffers(4096));
     BatchID failing = initiator_->allocateBatch(1);
     // Outside what the target registered: the write is refused there.
     ASSERT_TRUE(
-        initiator_->submitTransfer(failing, write_to(0x1000), {"failed", "x"})
+        initiator_->submitTransfer(failing, writeTo(0x1000), {"failed", "x"})
             .ok());
     // Freeing waits for the task and settles its notification.
     ASSERT_TRUE(initiator_->freeBatch(failing).ok());
@@ -256,8 +268,7 @@ TEST_F(EngineNotifyTest, AFailedSubmissionSendsNoNotification) {
     BatchID good = initiator_->allocateBatch(1);
     ASSERT_TRUE(
         initiator_
-            ->submitTransfer(good, write_to(reinterpret_cast<uint64_t>(remote)),
-                             {"after", "y"})
+            ->submitTransfer(good, writeTo(remoteAddress()), {"after", "y"})
             .ok());
     ASSERT_TRUE(initiator_->freeBatch(good).ok());
     std::vector<Notification> got = receiveAtLeast(1);
@@ -272,25 +283,16 @@ TEST_F(EngineNotifyTest, AFullSendQueueHoldsBackTheNextSubmission) {
     initiator_conf->set("notification/max_pending_total", 1);
     initiator_conf->set("rpc/timeout_ms", 200);
     ASSERT_NO_FATAL_FAILURE(start(initiator_conf, tcpConfig()));
-    void* local = nullptr;
-    void* remote = nullptr;
-    ASSERT_TRUE(initiator_->allocateLocalMemory(&local, 4096).ok());
-    ASSERT_TRUE(initiator_->registerLocalMemory(local, 4096).ok());
-    ASSERT_TRUE(target_->allocateLocalMemory(&remote, 4096).ok());
-    ASSERT_TRUE(target_->registerLocalMemory(remote, 4096).ok());
-    auto write_to = [&](uint64_t address) {
-        return std::vector<Request>{testing::makeRequest(
-            Request::WRITE, local, target_id_, address, 64, TCP)};
-    };
-    const uint64_t good = reinterpret_cast<uint64_t>(remote);
+    ASSERT_NO_FATAL_FAILURE(shareBuffers(4096));
+    const uint64_t good = remoteAddress();
     BatchID first = initiator_->allocateBatch(1);
     ASSERT_TRUE(
-        initiator_->submitTransfer(first, write_to(good), {"first", "a"}).ok());
+        initiator_->submitTransfer(first, writeTo(good), {"first", "a"}).ok());
     // Not read yet, so its notification still holds the room: the next
     // submission waits rpc/timeout_ms for it, then is refused whole.
     BatchID second = initiator_->allocateBatch(1);
     Status refused =
-        initiator_->submitTransfer(second, write_to(good), {"second", "b"});
+        initiator_->submitTransfer(second, writeTo(good), {"second", "b"});
     EXPECT_EQ(refused.code(), Status::Code::kTooManyRequests);
     EXPECT_NE(refused.ToString().find("notification/max_pending_total=1 "
                                       "notifications are waiting to be sent "
@@ -305,19 +307,17 @@ TEST_F(EngineNotifyTest, AFullSendQueueHoldsBackTheNextSubmission) {
     // its room back unsent; each leaves room for the next.
     ASSERT_TRUE(initiator_->freeBatch(first).ok());
     ASSERT_TRUE(
-        initiator_->submitTransfer(second, write_to(0x1000), {"failed", "x"})
+        initiator_->submitTransfer(second, writeTo(0x1000), {"failed", "x"})
             .ok());
     ASSERT_TRUE(initiator_->freeBatch(second).ok());
     BatchID third = initiator_->allocateBatch(1);
     ASSERT_TRUE(
-        initiator_->submitTransfer(third, write_to(good), {"third", "c"}).ok());
+        initiator_->submitTransfer(third, writeTo(good), {"third", "c"}).ok());
     ASSERT_TRUE(initiator_->freeBatch(third).ok());
     std::vector<Notification> got = receiveAtLeast(2);
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0].name, "first");
     EXPECT_EQ(got[1].name, "third");
-    ASSERT_TRUE(initiator_->unregisterLocalMemory(local, 4096).ok());
-    ASSERT_TRUE(target_->unregisterLocalMemory(remote, 4096).ok());
 }
 
 TEST_F(EngineNotifyTest, ProbeAnswersForALiveEngineAndNamesADeadOne) {
