@@ -61,7 +61,6 @@ Status TransferEngineImpl::submitTransfer(
     if (!available()) return notAvailable();
     // Everything that can refuse the notification does so before any task
     // is submitted, so a refused call submitted nothing.
-    const size_t bytes = notifi.name.size() + notifi.msg.size();
     EngineBatch::NotifyHook hook;
     hook.notifi = notifi;
     std::set<SegmentID> targets;
@@ -78,13 +77,11 @@ Status TransferEngineImpl::submitTransfer(
         }
         hook.peers.push_back(std::move(name));
     }
-    NotificationLimits limits;
-    CHECK_STATUS(NotificationLimits::read(*conf_, limits));
-    if (bytes > static_cast<size_t>(limits.max_message_bytes)) {
-        return Status::InvalidArgument(
-            "submitTransfer: notification of " + std::to_string(bytes) +
-            " bytes exceeds notification/max_message_bytes=" +
-            std::to_string(limits.max_message_bytes));
+    // The channel holds the limit the engine started with.
+    Status size = channel_->checkSize(notifi);
+    if (!size.ok()) {
+        return Status(size.code(),
+                      "submitTransfer: " + std::string(size.message()));
     }
     // Room in the send queue is held from here, so a notification whose
     // submission completes is never dropped for a full queue: a submitter
@@ -129,11 +126,7 @@ void TransferEngineImpl::fireNotifyHooks(EngineBatch& batch, bool wait) {
                          << transferStatusName(failed_as);
             continue;
         }
-        Status s = channel_->post(hook.peers, hook.notifi);
-        if (!s.ok()) {
-            LOG(WARNING) << "Notification '" << hook.notifi.name
-                         << "' not sent: " << s.message();
-        }
+        channel_->post(hook.peers, hook.notifi);
     }
 }
 

@@ -206,24 +206,14 @@ void NotificationChannel::release(size_t count) {
     room_cv_.notify_all();
 }
 
-Status NotificationChannel::post(const std::vector<std::string>& peers,
-                                 const Notification& notifi) {
-    Status s = checkSize(notifi);
+void NotificationChannel::post(const std::vector<std::string>& peers,
+                               const Notification& notifi) {
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         reserved_ -= std::min(peers.size(), reserved_);
-        if (s.ok()) {
-            for (const std::string& peer : peers) {
-                queue_.emplace_back(peer, notifi);
-            }
-        }
-    }
-    if (!s.ok()) {
-        room_cv_.notify_all();
-        return s;
+        for (const std::string& peer : peers) queue_.emplace_back(peer, notifi);
     }
     queue_cv_.notify_one();
-    return Status::OK();
 }
 
 Status NotificationChannel::sendQueued(const std::string& peer,

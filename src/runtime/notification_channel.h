@@ -56,12 +56,14 @@ class NotificationChannel {
     // Gives back room reserve() held for a submission that will not post
     // (a task of it did not complete).
     void release(size_t count);
-    // Queues `notifi` for each of `peers` in the room reserve() held for
-    // them, sent in order by the channel's thread; a target that refuses
-    // it as full (TooManyRequests) is asked again for up to `timeout_ms`,
-    // any other failure is logged.
-    Status post(const std::vector<std::string>& peers,
-                const Notification& notifi);
+    // Queues `notifi`, which passed checkSize() when its room was
+    // reserved, for each of `peers` in that room; sent in order by the
+    // channel's thread. A target that refuses it as full (TooManyRequests)
+    // is asked again for up to `timeout_ms`, any other failure is logged.
+    void post(const std::vector<std::string>& peers,
+              const Notification& notifi);
+    // InvalidArgument naming max_message_bytes when `notifi` exceeds it.
+    Status checkSize(const Notification& notifi) const;
     // OK when the engine at `peer` answers a probe.
     Status probe(const std::string& peer);
     // Sends what is queued while the peers answer, then stops the thread.
@@ -80,7 +82,6 @@ class NotificationChannel {
 
  private:
     Status call(const std::string& peer, const Json::Value& request);
-    Status checkSize(const Notification& notifi) const;
     // send() for a posted notification: a full target is asked again.
     Status sendQueued(const std::string& peer, const Notification& notifi);
     void run();

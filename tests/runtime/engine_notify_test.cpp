@@ -135,6 +135,20 @@ TEST_F(EngineNotifyTest, AnOversizedMessageIsRefusedNamingTheLimit) {
               "notification/max_message_bytes=16");
     EXPECT_TRUE(
         initiator_->sendNotification(target_id_, {"name", "12345678"}).ok());
+    // A submission's notification is held to the same limit, before any
+    // task is submitted.
+    ASSERT_NO_FATAL_FAILURE(shareBuffers(4096));
+    BatchID batch = initiator_->allocateBatch(1);
+    s = initiator_->submitTransfer(batch, writeTo(remoteAddress()),
+                                   {"name", std::string(13, 'x')});
+    ASSERT_TRUE(s.IsInvalidArgument()) << s;
+    EXPECT_EQ(s.message(),
+              "submitTransfer: notification of 17 bytes exceeds "
+              "notification/max_message_bytes=16");
+    std::vector<TransferStatus> none;
+    ASSERT_TRUE(initiator_->getTransferStatus(batch, none).ok());
+    EXPECT_TRUE(none.empty());
+    ASSERT_TRUE(initiator_->freeBatch(batch).ok());
 }
 
 TEST_F(EngineNotifyTest, TheTargetsOwnSizeLimitIsNamedInItsRefusal) {
