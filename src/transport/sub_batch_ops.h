@@ -1,6 +1,8 @@
 // How the in-tree transports whose sub-batch is a plain class allocate,
 // free and take back a sub-batch (private to libtent): the checks and their
 // error texts in one place, `name` ("tcp", "shm") naming the transport.
+// `name` stays a C string: subBatchOf() runs on every submission and status
+// read, and the text is built only when a check fails.
 #pragma once
 
 #include <cstddef>
@@ -12,11 +14,12 @@
 namespace mooncake::tent {
 
 template <class Impl>
-Status newSubBatch(const std::string& name, Transport::SubBatchRef& batch,
+Status newSubBatch(const char* name, Transport::SubBatchRef& batch,
                    size_t max_size) {
     if (max_size == 0) {
         return Status::InvalidArgument(
-            name + " transport: sub-batch capacity must be positive");
+            std::string(name) +
+            " transport: sub-batch capacity must be positive");
     }
     batch = new Impl(max_size);
     return Status::OK();
@@ -32,11 +35,11 @@ Status deleteSubBatch(Transport::SubBatchRef& batch) {
 // The sub-batch a submission or status call was handed, or InvalidArgument
 // when it is null.
 template <class Impl>
-Status subBatchOf(const std::string& name, Transport::SubBatchRef batch,
-                  Impl*& out) {
+Status subBatchOf(const char* name, Transport::SubBatchRef batch, Impl*& out) {
     out = static_cast<Impl*>(batch);
     if (!out) {
-        return Status::InvalidArgument(name + " transport: null sub-batch");
+        return Status::InvalidArgument(std::string(name) +
+                                       " transport: null sub-batch");
     }
     return Status::OK();
 }
