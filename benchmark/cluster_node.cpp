@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "tent/common/config.h"
 #include "tent/transfer_engine.h"
 
 DEFINE_string(metadata_type, "redis", "redis or etcd");

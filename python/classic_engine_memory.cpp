@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "classic_engine.h"
+#include "tent/common/config.h"
 
 namespace mooncake::tent::classic {
 

@@ -212,12 +212,17 @@ int tent_get_nic_load_stats(tent_engine_t engine, tent_nic_load_stat_t* stats,
 #include <string>
 #include <vector>
 
-#include "tent/common/config.h"
+// Only the standard library and these two: a client compiles this header
+// with nothing but -I<prefix>/include (no jsoncpp, glog or gflags).
 #include "tent/common/status.h"
 #include "tent/common/types.h"
 
 namespace mooncake::tent {
 
+// Config (tent/common/config.h) needs jsoncpp and is not installed; a client
+// configures an engine through a file path, tent_set_config() or
+// MC_TENT_CONF instead. In-tree code includes config.h itself.
+class Config;
 class TransferEngineImpl;
 class Topology;
 

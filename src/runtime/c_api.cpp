@@ -14,6 +14,7 @@
 
 #include "common/json_util.h"
 #include "runtime/c_api_support.h"
+#include "tent/common/config.h"
 #include "tent/transfer_engine.h"
 
 using mooncake::tent::BatchID;

@@ -1,6 +1,6 @@
 # ctest driver (cmake -P): installs the build into a scratch prefix, checks
-# the layout (libtent.so -> .so.<major> -> .so.<version>, headers, CMake
-# package, tent.pc), then builds the plain-C two_engines.c against the
+# the layout (libtent.so and libtent_shared.so -> .so.<major> ->
+# .so.<version>, headers, CMake package, tent.pc), then builds the plain-C two_engines.c against the
 # installed files twice (find_package and pkg-config) and runs both.
 # Inputs: BUILD_DIR, WORK_DIR, CONSUMER_DIR, SOURCE, VERSION, SOVERSION,
 # C_COMPILER, CXX_COMPILER, SAN_FLAGS (a consumer of a sanitized library
@@ -28,6 +28,7 @@ foreach(f include/tent/transfer_engine.h include/tent/common/types.h
     endif()
 endforeach()
 foreach(pair "libtent.so=libtent.so.${SOVERSION}"
+             "libtent_shared.so=libtent.so.${SOVERSION}"
              "libtent.so.${SOVERSION}=libtent.so.${VERSION}")
     string(REPLACE "=" ";" pair "${pair}")
     list(GET pair 0 link)
@@ -40,10 +41,12 @@ foreach(pair "libtent.so=libtent.so.${SOVERSION}"
         message(FATAL_ERROR "lib/${link} -> ${target}, expected ${expected}")
     endif()
 endforeach()
-# The transports stay inside libtent: nothing else is installed.
+# The transports stay inside libtent: nothing else is installed
+# (libtent_shared.so is upstream's name for it, a link).
 file(GLOB libs RELATIVE "${prefix}/lib" "${prefix}/lib/*.so*")
 list(SORT libs)
-set(expected_libs libtent.so libtent.so.${SOVERSION} libtent.so.${VERSION})
+set(expected_libs libtent.so libtent.so.${SOVERSION} libtent.so.${VERSION}
+                  libtent_shared.so)
 if(NOT libs STREQUAL expected_libs)
     message(FATAL_ERROR "lib/ holds ${libs}, expected ${expected_libs}")
 endif()

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tent/common/config.h"
 #include "tent/transfer_engine.h"
 
 DEFINE_string(target_seg_name, "", "segment name of the target");

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "tent/common/config.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent::testing {

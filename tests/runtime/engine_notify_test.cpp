@@ -12,6 +12,7 @@
 
 #include "kit/request_builder.h"
 #include "kit/wait_until.h"
+#include "tent/common/config.h"
 #include "tent/runtime/topology.h"
 #include "tent/transfer_engine.h"
 
