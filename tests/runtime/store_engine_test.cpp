@@ -40,6 +40,15 @@ TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
     EXPECT_EQ(firstMismatch(local_.data(), half, 7), half);
     EXPECT_EQ(firstMismatch(local_.data() + half, half, 9), half);
     EXPECT_TRUE(engine_->unregisterLocalMemory(local_.data()).ok());
+
+    // An engine that stops takes its key with it at once, long before
+    // its TTL would: the target exiting cleanly, and the initiator.
+    std::string why;
+    ASSERT_TRUE(target_.finish(why)) << why;
+    EXPECT_FALSE(keyPresent(name)) << "the target's key outlived it";
+    const std::string initiator = engine_->getSegmentName();
+    engine_.reset();
+    EXPECT_FALSE(keyPresent(initiator)) << "the initiator's key outlived it";
 }
 
 TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
