@@ -12,8 +12,9 @@
 # killed node that was not reached again: its restarted process must move
 # all its pairs byte-exact, and at least one other node must have failed
 # on it and then passed (a "RECOVERED node-<i> -> node-<KILL_NODE>" line
-# after its hold point). 77 when a store's server is not installed, 1 then
-# under TENT_TEST_REQUIRE_STORES=1.
+# after its hold point), or a store that did not hold one key per node
+# while they ran and none once they exited. 77 when a store's server is not
+# installed, 1 then under TENT_TEST_REQUIRE_STORES=1.
 #
 #   scripts/cluster_check.sh
 #
@@ -315,6 +316,10 @@ run_one() {
     rcs+=("$?")
   done
   NODE_PIDS=()
+  # Each node deletes its own key when it exits (the killed one's was
+  # taken over by its restart), so none is left, long before any TTL.
+  local keys_left
+  keys_left="$(store_keys "$STORE")"
   kill "$STORE_PID" 2>/dev/null
   wait "$STORE_PID" 2>/dev/null
   STORE_PID=""
@@ -353,6 +358,14 @@ run_one() {
   }
   local pairs=$((NODES * (NODES - 1)))
   [ "$tot_ok" = "$pairs" ] && [ "$tot_mism" = 0 ] && [ "$tot_unrec" = 0 ] || failed=1
+  if [ "$keys" != "$NODES" ]; then
+    echo "FAIL: the store held $keys segment keys while the nodes ran, not one per node ($NODES)"
+    failed=1
+  fi
+  if [ "$keys_left" != 0 ]; then
+    echo "FAIL: the store still holds $keys_left segment keys after every node exited (each deletes its own at exit)"
+    failed=1
+  fi
   local reached="-"
   if [ "$KILL_NODE" -ge 0 ]; then
     check_reached_again "$RUN" "$KILL_NODE" "$killed_pid" "${logs[$KILL_NODE]}" || failed=1
@@ -362,7 +375,7 @@ run_one() {
   [ "$failed" = 0 ] || verdict=FAIL
   echo "RESULT store=$STORE transport=$XPORT nodes=$NODES wall_s=$wall pairs_done_s=$pairs_done pairs_ok=$tot_ok/$pairs" \
     "failed_transfers=$tot_failed lost_writes=$tot_lost recovered_pairs=$tot_recov" \
-    "unrecovered=$tot_unrec mismatches=$tot_mism recovered_to_killed=$reached store_keys=$keys $verdict"
+    "unrecovered=$tot_unrec mismatches=$tot_mism recovered_to_killed=$reached store_keys=$keys keys_after_exit=$keys_left $verdict"
   [ "$failed" = 0 ]
 }
 
