@@ -9,11 +9,12 @@
 // between the write and the read (its buffer is new), and is retried too.
 // Any other difference is a mismatch, never retried.
 //
-// Output on stdout: "PROGRESS <done>/<pairs>" after each pair, then one
-// "CLUSTER_NODE key=value ..." line. The script drives two points through
-// files in --control_dir: with --hold_at_pair=K the node prints "HOLD" after
-// K pairs and waits for <control_dir>/go (so that every node is midway when
-// one is killed); after its summary it keeps serving until
+// Output on stdout: "PROGRESS <done>/<pairs>" after each pair, "RECOVERED
+// node-<i> -> node-<d> failed_attempts=<n> ms=<t>" for a pair that passed
+// after failing, then one "CLUSTER_NODE key=value ..." line. The script drives
+// two points through files in --control_dir: with --hold_at_pair=K the node
+// prints "HOLD" after K pairs and waits for <control_dir>/go (so that every
+// node is midway when one is killed); after its summary it keeps serving until
 // <control_dir>/release exists, so no peer loses its target before it is
 // done. Both waits are bounded by --hold_timeout_ms. Exit status: 0 when
 // every pair was moved byte-exact, 1 otherwise, 2 for bad flags or an
@@ -210,7 +211,7 @@ class Node {
     void runPair(int peer, Counters& c) {
         const int self = FLAGS_index;
         const auto start = Clock::now();
-        bool failed_once = false;
+        int failed_attempts = 0;
         std::string why;
         while (true) {
             SegmentID handle = 0;
@@ -230,7 +231,15 @@ class Node {
                 size_t bad = firstMismatch(scratch_, words_, self, peer);
                 if (bad == words_) {
                     ++c.pairs_ok;
-                    if (failed_once) ++c.recovered;
+                    if (failed_attempts > 0) {
+                        // The script requires one of these towards the
+                        // node it killed: the proof it was reached again.
+                        ++c.recovered;
+                        std::cout << "RECOVERED " << nodeName(self) << " -> "
+                                  << nodeName(peer)
+                                  << " failed_attempts=" << failed_attempts
+                                  << " ms=" << msSince(start) << std::endl;
+                    }
                     return;
                 }
                 if (firstMismatch(scratch_, words_, kUnwrittenSource, peer) !=
@@ -245,7 +254,7 @@ class Node {
                 why = nodeName(peer) +
                       " read back as its untouched fill (it restarted)";
             }
-            failed_once = true;
+            ++failed_attempts;
             if (msSince(start) > FLAGS_pair_timeout_ms) {
                 ++c.unrecovered;
                 LOG(ERROR) << nodeName(self) << " -> " << nodeName(peer)

@@ -10,7 +10,7 @@ names itself with --local_segment_name, and a --check_consistency
 initiator that finds it by that name (exit 0, the "First transfer" line,
 one row per case); then stops both and the store. A store whose binary is
 not installed is skipped with the reason (scripts/install_deps.sh installs
-both).
+both), or fails under TENT_TEST_REQUIRE_STORES=1 (scripts/run_tests.sh).
 """
 import http.client
 import os
@@ -86,7 +86,15 @@ class StoreTebenchTest(unittest.TestCase):
 
     def run_pair(self, store):
         binary = "redis-server" if store == "redis" else "etcd"
+        required = os.environ.get("TENT_TEST_REQUIRE_STORES", "")
+        if required not in ("", "0", "1"):
+            self.fail("TENT_TEST_REQUIRE_STORES must be 0 or 1, got %r" %
+                      required)
         if shutil.which(binary) is None:
+            if required == "1":
+                self.fail(binary + " is not installed (not on PATH), and "
+                          "TENT_TEST_REQUIRE_STORES=1 requires the store "
+                          "tests to run")
             self.skipTest(binary + " is not installed")
         with tempfile.TemporaryDirectory() as tmp:
             server, address = self.start_store(store, tmp)

@@ -18,6 +18,9 @@
 #                ones (what CI runs on two cores). Left out there: the
 #                configure-time checks and the Python script tests, which
 #                run no instrumented code of ours.
+#   TENT_TEST_REQUIRE_STORES  passed on to the suites: 1 (scripts/run_tests.sh
+#                exports it) fails a store case whose server is missing
+#                instead of skipping it
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 source "$ROOT/scripts/lib_sanitize.sh"

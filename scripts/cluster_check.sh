@@ -8,8 +8,13 @@
 # process's peak resident memory (VmHWM), open descriptors, sockets and
 # threads, with min/median/max. Exits non-zero on any byte mismatch, any
 # pair not recovered within the node's --pair_timeout_ms, a node that did
-# not start or finish, or a run past RUN_TIMEOUT_S; 77 when a store's server
-# is not installed.
+# not start or finish, a run past RUN_TIMEOUT_S, or (KILL_NODE >= 0) a
+# killed node that was not reached again: its restarted process must move
+# all its pairs byte-exact, and at least one other node must have failed
+# on it and then passed (a "RECOVERED node-<i> -> node-<KILL_NODE>" line
+# after its hold point), or a store that did not hold one key per node
+# while they ran and none once they exited. 77 when a store's server is not
+# installed, 1 then under TENT_TEST_REQUIRE_STORES=1.
 #
 #   scripts/cluster_check.sh
 #
@@ -28,6 +33,8 @@
 #   SOFT_PREFIX [.prefix/softmpcomm]  put on LD_LIBRARY_PATH for mpcomm
 #   KEEP_LOGS [0]  1 keeps the logs of a passing run (a failing run's are
 #     always kept, and their folder printed)
+#   TENT_TEST_REQUIRE_STORES [0]  1 fails (exit 1) instead of skipping when
+#     a store's server is missing (scripts/run_tests.sh sets it)
 # Needs redis-server, redis-cli, etcd, curl and python3 (for free ports).
 # Not part of CI: 32 processes take minutes on two cores.
 set -uo pipefail
@@ -45,11 +52,20 @@ BIN_TCP="${BIN_TCP:-$ROOT/build/benchmark/tent_cluster_node}"
 BIN_MPCOMM="${BIN_MPCOMM:-$ROOT/build-mpcomm/benchmark/tent_cluster_node}"
 SOFT_PREFIX="${SOFT_PREFIX:-$ROOT/.prefix/softmpcomm}"
 KEEP_LOGS="${KEEP_LOGS:-0}"
+REQUIRE_STORES="${TENT_TEST_REQUIRE_STORES:-0}"
 STORE_START_S=20
 
 die() { echo "cluster_check: $*" >&2; exit 2; }
-# A missing server is a skip (exit 77, ctest's SKIP_RETURN_CODE), not a failure.
-skip() { echo "cluster_check: skipped: $*" >&2; exit 77; }
+# A missing server is a skip (exit 77, ctest's SKIP_RETURN_CODE), not a
+# failure, unless TENT_TEST_REQUIRE_STORES=1 (CI) requires the stores.
+skip() {
+  if [ "$REQUIRE_STORES" = 1 ]; then
+    echo "cluster_check: FAIL: $*, and TENT_TEST_REQUIRE_STORES=1 requires the stores" >&2
+    exit 1
+  fi
+  echo "cluster_check: skipped: $*" >&2
+  exit 77
+}
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_uint "$NODES" && [ "$NODES" -ge 2 ] || die "NODES must be an integer >= 2, got '$NODES'"
 [[ "$KILL_NODE" =~ ^-?[0-9]+$ ]] && [ "$KILL_NODE" -lt "$NODES" ] ||
@@ -57,6 +73,8 @@ is_uint "$NODES" && [ "$NODES" -ge 2 ] || die "NODES must be an integer >= 2, go
 is_uint "$OUTAGE_S" || die "OUTAGE_S must be whole seconds, got '$OUTAGE_S'"
 is_uint "$PAIR_TIMEOUT_MS" || die "PAIR_TIMEOUT_MS must be whole milliseconds, got '$PAIR_TIMEOUT_MS'"
 is_uint "$RUN_TIMEOUT_S" || die "RUN_TIMEOUT_S must be whole seconds, got '$RUN_TIMEOUT_S'"
+[ "$REQUIRE_STORES" = 0 ] || [ "$REQUIRE_STORES" = 1 ] ||
+  die "TENT_TEST_REQUIRE_STORES must be 0 or 1, got '$REQUIRE_STORES'"
 for store in $STORES; do
   case "$store" in
     redis) command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
@@ -179,6 +197,34 @@ stats() {
 
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
+# check_reached_again RUN K KILLED_PID RESTART_LOG: the killed node K came
+# back and was reached: its restarted process (not KILLED_PID) moved all its
+# pairs byte-exact, and at least one other node failed on K after its hold
+# point and then passed (RECOVERED ... -> node-K), which no run without a
+# recovery prints. Sets REACHED to that count; non-zero with a FAIL line.
+check_reached_again() {
+  local run="$1" k="$2" killed="$3" restart_log="$4" line pid ok mism i
+  REACHED=0
+  line="$(grep '^CLUSTER_NODE ' "$restart_log.out" 2>/dev/null | tail -1)"
+  pid=$(field pid "$line") ok=$(field pairs_ok "$line") mism=$(field mismatches "$line")
+  if [ -z "$line" ] || [ "$pid" = "$killed" ] || [ "$ok" != $((NODES - 1)) ] || [ "$mism" != 0 ]; then
+    echo "FAIL: restarted node-$k did not move its $((NODES - 1)) pairs byte-exact" \
+      "(pid ${pid:-none}, killed pid $killed, pairs_ok ${ok:-none}, mismatches ${mism:-none})"
+    return 1
+  fi
+  for ((i = 0; i < NODES; i++)); do
+    [ "$i" = "$k" ] && continue
+    # Only lines after the node's HOLD: those pairs ran after the kill.
+    REACHED=$((REACHED + $(sed -n '/^HOLD$/,$p' "$run/node-$i.out" |
+      grep -c "^RECOVERED node-$i -> node-$k ")))
+  done
+  if [ "$REACHED" = 0 ]; then
+    echo "FAIL: no node failed on the killed node-$k and then reached it again" \
+      "(no RECOVERED line towards it after the hold point): the recovery was not exercised"
+    return 1
+  fi
+}
+
 # run_one STORE XPORT: one cluster run; returns non-zero when it failed.
 run_one() {
   STORE="$1" XPORT="$2"
@@ -205,7 +251,7 @@ run_one() {
     NODE_PIDS+=("$LAST_PID")
     logs+=("$RUN/node-$i")
   done
-  local keys="?"
+  local keys="?" killed_pid=""
   if [ "$KILL_NODE" -ge 0 ]; then
     # Midway: every node holds after HOLD pairs; the victim dies there and
     # the others go on into their second half, where about half of them
@@ -222,6 +268,7 @@ run_one() {
       sleep 0.2
     done
     keys="$(store_keys "$STORE")"
+    killed_pid="${NODE_PIDS[$KILL_NODE]}"
     kill -9 "${NODE_PIDS[$KILL_NODE]}"
     wait "${NODE_PIDS[$KILL_NODE]}" 2>/dev/null
     touch "$RUN/control/go"
@@ -269,6 +316,10 @@ run_one() {
     rcs+=("$?")
   done
   NODE_PIDS=()
+  # Each node deletes its own key when it exits (the killed one's was
+  # taken over by its restart), so none is left, long before any TTL.
+  local keys_left
+  keys_left="$(store_keys "$STORE")"
   kill "$STORE_PID" 2>/dev/null
   wait "$STORE_PID" 2>/dev/null
   STORE_PID=""
@@ -307,11 +358,24 @@ run_one() {
   }
   local pairs=$((NODES * (NODES - 1)))
   [ "$tot_ok" = "$pairs" ] && [ "$tot_mism" = 0 ] && [ "$tot_unrec" = 0 ] || failed=1
+  if [ "$keys" != "$NODES" ]; then
+    echo "FAIL: the store held $keys segment keys while the nodes ran, not one per node ($NODES)"
+    failed=1
+  fi
+  if [ "$keys_left" != 0 ]; then
+    echo "FAIL: the store still holds $keys_left segment keys after every node exited (each deletes its own at exit)"
+    failed=1
+  fi
+  local reached="-"
+  if [ "$KILL_NODE" -ge 0 ]; then
+    check_reached_again "$RUN" "$KILL_NODE" "$killed_pid" "${logs[$KILL_NODE]}" || failed=1
+    reached="$REACHED"
+  fi
   local verdict=PASS
   [ "$failed" = 0 ] || verdict=FAIL
   echo "RESULT store=$STORE transport=$XPORT nodes=$NODES wall_s=$wall pairs_done_s=$pairs_done pairs_ok=$tot_ok/$pairs" \
     "failed_transfers=$tot_failed lost_writes=$tot_lost recovered_pairs=$tot_recov" \
-    "unrecovered=$tot_unrec mismatches=$tot_mism store_keys=$keys $verdict"
+    "unrecovered=$tot_unrec mismatches=$tot_mism recovered_to_killed=$reached store_keys=$keys keys_after_exit=$keys_left $verdict"
   [ "$failed" = 0 ]
 }
 

@@ -3,9 +3,17 @@
 Run with PYTHONPATH=<build>/python (ctest sets it). MPComm handshake ports
 (MPCOMM_TCP_PORT) come from this process's pid in 32000-32767: above the
 C++ suites' ranges (up to 31999) and below the kernel's ephemeral ports.
+
+A store test whose server (redis-server, etcd) is not on PATH skips, naming
+it; under TENT_TEST_REQUIRE_STORES=1 (scripts/run_tests.sh sets it in CI)
+it fails instead. skip_without_server() does either; a plain pytest.skip()
+whose reason says "<server> is not installed" is turned into a failure the
+same way (pytest_runtest_makereport below).
 """
 import os
+import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +25,56 @@ from mooncake import engine
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET_SIZE = 1 << 20
 DEADLINE_S = 30.0
+
+
+REQUIRE_STORES_VAR = "TENT_TEST_REQUIRE_STORES"
+STORE_SERVERS = ("redis-server", "etcd")
+_MISSING_SERVER = re.compile(r"\b(%s) is not installed" %
+                             "|".join(re.escape(b) for b in STORE_SERVERS))
+
+
+def stores_required():
+    """True under TENT_TEST_REQUIRE_STORES=1 (checked in pytest_configure)."""
+    return os.environ.get(REQUIRE_STORES_VAR, "") == "1"
+
+
+def pytest_configure(config):
+    value = os.environ.get(REQUIRE_STORES_VAR, "")
+    if value not in ("", "0", "1"):
+        raise pytest.UsageError("%s must be 0 or 1, got %r" %
+                                (REQUIRE_STORES_VAR, value))
+
+
+def skip_without_server(binary):
+    """Skips the calling test when `binary` is not on PATH, naming it; fails
+    it instead under TENT_TEST_REQUIRE_STORES=1."""
+    if shutil.which(binary) is not None:
+        return
+    why = "%s is not installed (not on PATH)" % binary
+    if stores_required():
+        pytest.fail("%s and %s=1 requires the store tests to run "
+                    "(scripts/install_deps.sh installs it)" %
+                    (why, REQUIRE_STORES_VAR))
+    pytest.skip("%s (scripts/install_deps.sh installs it; %s=1 fails the "
+                "test instead)" % (why, REQUIRE_STORES_VAR))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under TENT_TEST_REQUIRE_STORES=1, a skip for a missing store server
+    is a failure: CI must not pass without having run the stores."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or not stores_required():
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    if _MISSING_SERVER.search(reason):
+        if reason.startswith("Skipped: "):
+            reason = reason[len("Skipped: "):]
+        report.outcome = "failed"
+        report.longrepr = "%s, and %s=1 requires the store tests to run" % (
+            reason, REQUIRE_STORES_VAR)
 
 
 def mpcomm_ports():

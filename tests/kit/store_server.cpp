@@ -65,11 +65,35 @@ StoreServer::~StoreServer() {
 }
 
 std::string StoreServer::binaryFor(const std::string& type) {
-    return type == "redis" ? "redis-server" : "etcd";
+    if (type == "redis") return "redis-server";
+    if (type == "etcd") return "etcd";
+    return "";
 }
 
 bool StoreServer::installed(const std::string& type) {
-    return onPath(binaryFor(type));
+    const std::string binary = binaryFor(type);
+    return binary.empty() || onPath(binary);
+}
+
+std::string StoreServer::missing(const std::string& type, bool& fail) {
+    const char* value = std::getenv(kRequireStoresVar);
+    const std::string required = value ? value : "";
+    if (required != "" && required != "0" && required != "1") {
+        fail = true;
+        return std::string(kRequireStoresVar) + " must be 0 or 1, got \"" +
+               required + "\"";
+    }
+    fail = required == "1";
+    if (installed(type)) return "";
+    const std::string binary = binaryFor(type);
+    if (fail) {
+        return binary + " is not installed (not on PATH) and " +
+               kRequireStoresVar + "=1 requires the " + type +
+               " cases to run (scripts/install_deps.sh installs it)";
+    }
+    return binary + " is not installed (not on PATH), so the " + type +
+           " cases are skipped (scripts/install_deps.sh installs it; " +
+           kRequireStoresVar + "=1 fails them instead)";
 }
 
 std::string StoreServer::address() const {

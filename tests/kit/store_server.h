@@ -2,6 +2,11 @@
 // port with its data in a temporary folder, stopped (and the folder
 // removed) by the destructor. The binaries are Debian's redis-server and
 // etcd-server packages (scripts/install_deps.sh installs them).
+//
+// A missing binary skips a store case, naming it; with
+// TENT_TEST_REQUIRE_STORES=1 (scripts/run_tests.sh sets it in CI) it fails
+// the case instead, so CI cannot pass without having run the stores. Use
+// TENT_SKIP_OR_FAIL_WITHOUT_STORE(type) at the top of a case or SetUp().
 #pragma once
 
 #include <sys/types.h>
@@ -16,6 +21,8 @@ class StoreServer {
  public:
     // How long start() and restart() wait for the server to answer.
     static constexpr int kStartBoundMs = 20000;
+    // "1": a store whose server is missing fails its cases (see above).
+    static constexpr char kRequireStoresVar[] = "TENT_TEST_REQUIRE_STORES";
 
     // "redis" or "etcd".
     explicit StoreServer(std::string type);
@@ -23,9 +30,14 @@ class StoreServer {
     StoreServer(const StoreServer&) = delete;
     StoreServer& operator=(const StoreServer&) = delete;
 
-    // The executable this type needs, and whether it is on PATH.
+    // The executable this type needs ("" when it needs none), and whether
+    // it is on PATH.
     static std::string binaryFor(const std::string& type);
     static bool installed(const std::string& type);
+    // Why a case of `type` cannot run here ("" when it can), and whether
+    // that fails it (`fail`): TENT_TEST_REQUIRE_STORES=1, or a value of
+    // that variable other than unset, "", "0" and "1" (named in the text).
+    static std::string missing(const std::string& type, bool& fail);
 
     // Starts the server and waits (bounded) until it answers a ping.
     Status start();
@@ -50,3 +62,18 @@ class StoreServer {
 };
 
 }  // namespace mooncake::tent::testing
+
+// Skips (or, under TENT_TEST_REQUIRE_STORES=1, fails) the current test when
+// the server of store `type` is not installed; a macro because
+// GTEST_SKIP() and FAIL() return from the function they are written in.
+#define TENT_SKIP_OR_FAIL_WITHOUT_STORE(type)                                  \
+    do {                                                                       \
+        bool tent_store_fail_ = false;                                         \
+        const std::string tent_store_why_ =                                    \
+            ::mooncake::tent::testing::StoreServer::missing(type,              \
+                                                            tent_store_fail_); \
+        if (!tent_store_why_.empty()) {                                        \
+            if (tent_store_fail_) FAIL() << tent_store_why_;                   \
+            GTEST_SKIP() << tent_store_why_;                                   \
+        }                                                                      \
+    } while (0)

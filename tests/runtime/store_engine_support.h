@@ -15,12 +15,14 @@
 #include <tuple>
 #include <vector>
 
+#include "common/json_util.h"
 #include "kit/free_tcp_port.h"
 #include "kit/request_builder.h"
 #include "kit/store_engine_support.h"
 #include "kit/store_server.h"
 #include "kit/target_process.h"
 #include "tent/runtime/metastore.h"
+#include "tent/runtime/segment.h"
 
 namespace mooncake::tent::testing {
 
@@ -63,11 +65,7 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
     void SetUp() override {
         type_ = std::get<0>(GetParam());
         xport_ = parseTransportType(std::get<1>(GetParam()).c_str());
-        if (!StoreServer::installed(type_)) {
-            GTEST_SKIP() << StoreServer::binaryFor(type_)
-                         << " is not installed (scripts/install_deps.sh "
-                            "installs it)";
-        }
+        TENT_SKIP_OR_FAIL_WITHOUT_STORE(type_);
         server_ = std::make_unique<StoreServer>(type_);
         Status s = server_->start();
         ASSERT_TRUE(s.ok()) << s.ToString();
@@ -171,6 +169,23 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
     // when none.
     size_t mismatch(uint8_t seed) const {
         return firstMismatch(local_.data(), local_.size(), seed);
+    }
+
+    // The descriptor the store holds under `name`'s key (the record's
+    // "segment"), decoded as a peer decodes it; fails the test when the
+    // key is absent or the record does not decode.
+    void storedSegment(const std::string& name, SegmentDesc& desc) {
+        std::string value;
+        bool found = false;
+        Status s = client_->get("mooncake/tent/segments/" + name, value, found);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_TRUE(found) << "no key for " << name;
+        Json::Value record;
+        std::string errs;
+        ASSERT_TRUE(parseJsonText(value, true, record, errs)) << errs;
+        s = segmentFromJson(record["segment"], desc);
+        ASSERT_TRUE(s.ok()) << s.ToString() << ": " << value;
+        ASSERT_EQ(desc.type, SegmentType::Memory) << value;
     }
 
     bool keyPresent(const std::string& name) {

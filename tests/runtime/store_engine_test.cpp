@@ -40,6 +40,15 @@ TEST_P(StoreEngineTest, FindsTheTargetByNameAndMovesBytesExactly) {
     EXPECT_EQ(firstMismatch(local_.data(), half, 7), half);
     EXPECT_EQ(firstMismatch(local_.data() + half, half, 9), half);
     EXPECT_TRUE(engine_->unregisterLocalMemory(local_.data()).ok());
+
+    // An engine that stops takes its key with it at once, long before
+    // its TTL would: the target exiting cleanly, and the initiator.
+    std::string why;
+    ASSERT_TRUE(target_.finish(why)) << why;
+    EXPECT_FALSE(keyPresent(name)) << "the target's key outlived it";
+    const std::string initiator = engine_->getSegmentName();
+    engine_.reset();
+    EXPECT_FALSE(keyPresent(initiator)) << "the initiator's key outlived it";
 }
 
 TEST_P(StoreEngineTest, KilledTargetsKeyLapsesWithinItsTtl) {
@@ -167,20 +176,46 @@ TEST_P(StoreEngineTest, BufferRegisteredAgainAtTheSameAddressIsReadAgain) {
     const std::string name = uniqueName("seg-rereg");
     constexpr int kCacheTtlMs = 500;
     startPair(name, kCacheTtlMs);
+    // The base address and length do not change on a re-registration; the
+    // registration epoch does (one step for the unregister, one for the
+    // register), so only the epoch tells a republished descriptor from the
+    // one published at start.
+    SegmentDesc before;
+    ASSERT_NO_FATAL_FAILURE(storedSegment(name, before));
+    ASSERT_EQ(before.getMemory().buffers.size(), 1u);
+    EXPECT_EQ(before.getMemory().buffers[0].addr, target_.base());
 
-    // A seed that is not a byte is refused, naming it; nothing changes.
+    // A seed that is not a byte is refused, naming it; nothing changes,
+    // in the target's memory or in the store.
     EXPECT_EQ(target_.ask("rereg 256"),
               "bad seed \"256\": want an integer in [0, 255]");
     ASSERT_EQ(readAll(target_.base()), COMPLETED);
     EXPECT_EQ(mismatch(7), kBufferSize);
+    SegmentDesc refused;
+    ASSERT_NO_FATAL_FAILURE(storedSegment(name, refused));
+    EXPECT_EQ(refused.registration_epoch, before.registration_epoch);
+
     // Registered again, with pattern 8, before the answer comes back.
     ASSERT_EQ(target_.ask("rereg 8"), "ok");
     const auto reregistered = Clock::now();
-    // In the store already: the registration waited for the write.
+    // In the store already (the registration waited for the write): the
+    // same process, the same single buffer, two epochs later. Read at
+    // once, not polled: a later write would not be what the call waited
+    // for.
+    SegmentDesc after;
+    ASSERT_NO_FATAL_FAILURE(storedSegment(name, after));
+    EXPECT_EQ(after.incarnation, before.incarnation);
+    EXPECT_EQ(after.registration_epoch, before.registration_epoch + 2)
+        << "the re-registration was not republished";
+    ASSERT_EQ(after.getMemory().buffers.size(), 1u);
+    EXPECT_EQ(after.getMemory().buffers[0].addr, target_.base());
+    EXPECT_EQ(after.getMemory().buffers[0].length, kBufferSize);
+    // And what the initiator reads from the store now says the same.
     SegmentInfo info;
     ASSERT_TRUE(engine_->getSegmentInfo(handle_, info).ok());
     ASSERT_EQ(info.buffers.size(), 1u);
     EXPECT_EQ(info.buffers[0].base, target_.base());
+    EXPECT_EQ(info.buffers[0].length, kBufferSize);
     // The same bound as a restart: one cache lifetime plus a store read.
     bool read_again = false;
     int failed = 0;
