@@ -38,6 +38,16 @@ RpcServer::~RpcServer() { stop(); }
 
 void RpcServer::registerHandler(const std::string& op,
                                 uint32_t max_request_bytes, Handler handler) {
+    registerPeerHandler(
+        op, max_request_bytes,
+        [handler = std::move(handler)](
+            const std::string&, const Json::Value& request,
+            Json::Value& reply) { return handler(request, reply); });
+}
+
+void RpcServer::registerPeerHandler(const std::string& op,
+                                    uint32_t max_request_bytes,
+                                    PeerHandler handler) {
     std::lock_guard<std::mutex> lock(mu_);
     ops_[op] = Op{max_request_bytes, std::move(handler)};
 }
@@ -99,6 +109,17 @@ void RpcServer::stop() {
 
 Status RpcServer::parseRequest(const std::string& payload, Json::Value& request,
                                Handler& handler) const {
+    Op op;
+    CHECK_STATUS(findOp(payload, request, op));
+    handler = [peer_handler = std::move(op.handler)](const Json::Value& req,
+                                                     Json::Value& reply) {
+        return peer_handler("", req, reply);
+    };
+    return Status::OK();
+}
+
+Status RpcServer::findOp(const std::string& payload, Json::Value& request,
+                         Op& op) const {
     CHECK_STATUS(decodeJsonObject(payload, request));
     if (!request.isMember("op") || !request["op"].isString()) {
         return Status::InvalidArgument("request has no string \"op\"");
@@ -115,7 +136,7 @@ Status RpcServer::parseRequest(const std::string& payload, Json::Value& request,
             name + "'s limit of " +
             std::to_string(it->second.max_request_bytes) + " bytes");
     }
-    handler = it->second.handler;
+    op = it->second;
     return Status::OK();
 }
 
@@ -125,8 +146,8 @@ bool RpcServer::serveFrame(const net::StreamServer::Connection& conn,
     Status s = readFrame(conn.fd, payload, deadline, maxRequestBytes());
     if (s.ok() && payload.empty()) return false;  // orderly close
     Json::Value request;
-    Handler handler;
-    if (s.ok()) s = parseRequest(payload, request, handler);
+    Op op;
+    if (s.ok()) s = findOp(payload, request, op);
     if (!s.ok()) {
         if (server_.stopping()) return false;  // stop() shut us down
         std::string why(s.message());
@@ -145,7 +166,7 @@ bool RpcServer::serveFrame(const net::StreamServer::Connection& conn,
         return false;
     }
     Json::Value reply(Json::objectValue);
-    s = handler(request, reply);
+    s = op.handler(conn.peer, request, reply);
     if (!s.ok()) {
         reply = makeErrorReply(s.ToString());
     } else {

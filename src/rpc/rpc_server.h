@@ -34,6 +34,12 @@ class RpcServer {
     // an error that becomes {"status":"error","message":...}.
     using Handler =
         std::function<Status(const Json::Value& request, Json::Value& reply)>;
+    // A Handler that is also told who asked: `peer` is the connection's
+    // remote address ("a.b.c.d:port"), which the peer cannot choose the
+    // way it chooses its request's contents.
+    using PeerHandler =
+        std::function<Status(const std::string& peer,
+                             const Json::Value& request, Json::Value& reply)>;
 
     // The defaults of the rpc/* keys.
     static net::ServerLimits defaultLimits();
@@ -48,6 +54,9 @@ class RpcServer {
     // op can legitimately have.
     void registerHandler(const std::string& op, uint32_t max_request_bytes,
                          Handler handler);
+    // registerHandler() for a handler that reads the peer's address.
+    void registerPeerHandler(const std::string& op, uint32_t max_request_bytes,
+                             PeerHandler handler);
     // Applies from the next start().
     void setLimits(const net::ServerLimits& limits);
 
@@ -72,9 +81,12 @@ class RpcServer {
 
  private:
     struct Op {
-        uint32_t max_request_bytes;
-        Handler handler;
+        uint32_t max_request_bytes = 0;
+        PeerHandler handler;
     };
+    // parseRequest() returning the op's registration.
+    Status findOp(const std::string& payload, Json::Value& request,
+                  Op& op) const;
 
     bool serveFrame(const net::StreamServer::Connection& conn,
                     net::Deadline deadline);

@@ -49,6 +49,12 @@ void ControlService::serveOp(const std::string& op, uint32_t max_request_bytes,
     server_->registerHandler(op, max_request_bytes, std::move(handler));
 }
 
+void ControlService::servePeerOp(const std::string& op,
+                                 uint32_t max_request_bytes,
+                                 PeerOpHandler handler) {
+    server_->registerPeerHandler(op, max_request_bytes, std::move(handler));
+}
+
 void ControlService::stop() { server_->stop(); }
 
 uint16_t ControlService::port() const { return server_->port(); }

@@ -25,14 +25,18 @@ Status TransferEngineImpl::startNotifications() {
         local_segment_name_, timeout_ms, limits.max_message_bytes,
         limits.max_pending_total);
     NotificationInbox* inbox = inbox_.get();
-    control_->serveOp(
+    // The per-peer bound is kept per host the request came from (see
+    // notification_inbox.h); the sender's name is checked, not trusted.
+    control_->servePeerOp(
         kOpNotify,
         NotificationChannel::maxRequestBytes(limits.max_message_bytes),
-        [inbox](const Json::Value& request, Json::Value&) {
+        [inbox](const std::string& peer, const Json::Value& request,
+                Json::Value&) {
             std::string from;
             Notification notifi;
             CHECK_STATUS(NotificationChannel::decode(request, from, notifi));
-            return inbox->push(from, std::move(notifi));
+            return inbox->push(peer.substr(0, peer.rfind(':')),
+                               std::move(notifi));
         });
     control_->serveOp(kOpProbe, 64, [](const Json::Value&, Json::Value&) {
         return Status::OK();

@@ -45,7 +45,9 @@ bool fromHex(const std::string& hex, std::string& out) {
     return true;
 }
 
-// The longest sender name a request may carry ("host:port").
+// The longest sender name a request may carry ("host:port"): a host name
+// is at most 253 bytes. The name is checked and never stored, so this
+// bounds only the request frame (maxRequestBytes()).
 constexpr uint32_t kMaxSenderName = 512;
 
 }  // namespace
@@ -78,11 +80,16 @@ Status NotificationChannel::decode(const Json::Value& request,
     const Json::Value& sender = request["from"];
     const Json::Value& name = request["name"];
     const Json::Value& msg = request["msg"];
-    if (!sender.isString() || sender.asString().empty() ||
-        sender.asString().size() > kMaxSenderName) {
+    if (!sender.isString() || sender.asString().empty()) {
         return Status::InvalidArgument(
             "Notify: \"from\" must be a sender name of 1 to " +
             std::to_string(kMaxSenderName) + " characters");
+    }
+    if (sender.asString().size() > kMaxSenderName) {
+        return Status::InvalidArgument(
+            "Notify: \"from\" of " + std::to_string(sender.asString().size()) +
+            " bytes exceeds the " + std::to_string(kMaxSenderName) +
+            " a sender name may have");
     }
     if (!name.isString() || !fromHex(name.asString(), notifi.name)) {
         return Status::InvalidArgument("Notify: \"name\" is not a hex string");

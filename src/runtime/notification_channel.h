@@ -35,10 +35,12 @@ namespace mooncake::tent {
 
 class NotificationChannel {
  public:
-    // `local_name`: this engine's segment name, which the target keys its
-    // per-sender bound by. Every call is bounded by `timeout_ms`
-    // (rpc/timeout_ms). `max_message_bytes` and `max_queued` are the local
-    // notification/max_message_bytes and notification/max_pending_total.
+    // `local_name`: this engine's segment name, sent as the request's
+    // "from" (the target checks its length; it keys its per-peer bound by
+    // the connection's address, not by this name). Every call is bounded by
+    // `timeout_ms` (rpc/timeout_ms). `max_message_bytes` and `max_queued` are
+    // the local notification/max_message_bytes and
+    // notification/max_pending_total.
     NotificationChannel(std::string local_name, int timeout_ms,
                         int64_t max_message_bytes, int64_t max_queued);
     ~NotificationChannel();

@@ -25,7 +25,8 @@ Status NotificationLimits::read(const Config& conf, NotificationLimits& out) {
     return Status::OK();
 }
 
-Status NotificationInbox::push(const std::string& from, Notification notifi) {
+Status NotificationInbox::push(const std::string& peer_host,
+                               Notification notifi) {
     const size_t bytes = notifi.name.size() + notifi.msg.size();
     if (bytes > static_cast<size_t>(limits_.max_message_bytes)) {
         return Status::InvalidArgument(
@@ -40,27 +41,28 @@ Status NotificationInbox::push(const std::string& from, Notification notifi) {
             std::to_string(limits_.max_pending_total) +
             " undelivered notifications");
     }
-    int64_t& count = per_peer_[from];
-    if (count >= limits_.max_pending_per_peer) {
+    auto it = per_peer_.find(peer_host);
+    if (it != per_peer_.end() && it->second >= limits_.max_pending_per_peer) {
         return Status::TooManyRequests(
             "target holds notification/max_pending_per_peer=" +
             std::to_string(limits_.max_pending_per_peer) +
-            " undelivered notifications from " + from);
+            " undelivered notifications from host " + peer_host);
     }
-    ++count;
-    queue_.emplace_back(from, std::move(notifi));
+    if (it == per_peer_.end()) it = per_peer_.emplace(peer_host, 0).first;
+    ++it->second;
+    queue_.push_back(std::move(notifi));
     return Status::OK();
 }
 
 void NotificationInbox::drain(std::vector<Notification>& out) {
-    std::deque<std::pair<std::string, Notification>> taken;
+    std::deque<Notification> taken;
     {
         std::lock_guard<std::mutex> lock(mu_);
         taken.swap(queue_);
         per_peer_.clear();
     }
     out.reserve(out.size() + taken.size());
-    for (auto& entry : taken) out.push_back(std::move(entry.second));
+    for (auto& entry : taken) out.push_back(std::move(entry));
 }
 
 size_t NotificationInbox::pending() const {

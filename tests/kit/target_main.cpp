@@ -111,6 +111,27 @@ std::string reregister(TransferEngine& engine, void* buf,
     return s.ok() ? "ok" : s.ToString();
 }
 
+// "check <offset> <length> <seed>" (see target_process.h): the answer line.
+std::string checkPattern(const uint8_t* buf, const std::string& command) {
+    std::istringstream is(command.substr(6));
+    size_t offset = 0, length = 0;
+    int seed = -1;
+    std::string rest;
+    if (!(is >> offset >> length >> seed) || seed < 0 || seed > 255 ||
+        (is >> rest) || offset > kBufferSize || length > kBufferSize - offset) {
+        return "bad check \"" + command.substr(6) +
+               "\": want <offset> <length> <seed in [0, 255]> inside the "
+               "buffer";
+    }
+    for (size_t i = offset; i < offset + length; ++i) {
+        if (buf[i] != patternByte(i, static_cast<uint8_t>(seed))) {
+            return "bad " + std::to_string(i) + " holds " +
+                   std::to_string(buf[i]);
+        }
+    }
+    return "ok";
+}
+
 // The target's life: serves one pattern buffer, answers commands, and at
 // EOF on the command pipe cleans up and exits 0. See target_process.h.
 [[noreturn]] void serveTarget(const TargetOptions& options, int report_fd,
@@ -160,6 +181,8 @@ std::string reregister(TransferEngine& engine, void* buf,
             std::chrono::steady_clock::now() + std::chrono::hours(1))) {
             if (command == "rereg" || command.rfind("rereg ", 0) == 0) {
                 say(reregister(engine, buf, command));
+            } else if (command.rfind("check ", 0) == 0) {
+                say(checkPattern(static_cast<uint8_t*>(buf), command));
             } else if (command == "rss") {
                 say(memoryLine());
             } else if (command.rfind("verify ", 0) == 0) {

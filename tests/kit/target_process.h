@@ -19,7 +19,10 @@
 // buffer and registers it again at the same address ("ok" or the error);
 // "rereg <seed>" does the same but refills the buffer with pattern <seed>
 // between the two (a seed outside [0, 255] is refused, naming it); "rss"
-// answers "<VmRSS kB> <VmHWM kB>". "verify <segment>" (sent with tell(), no
+// answers "<VmRSS kB> <VmHWM kB>"; "check <offset> <length> <seed>" reads
+// the buffer's own bytes there and answers "ok" when they hold pattern
+// <seed>, else "bad <index> holds <byte>" (what a WRITE left at the
+// target, seen without any transport). "verify <segment>" (sent with tell(), no
 // answer) opens <segment> and, until the next command or EOF, checks each
 // notification "<offset> <length> <seed>" against the pattern in its
 // buffer and answers it with a notification "ok" or "bad <index>".

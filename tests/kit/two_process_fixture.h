@@ -190,11 +190,23 @@ class TwoProcessTest : public ::testing::Test {
             ASSERT_EQ(st.s, COMPLETED);
             ASSERT_EQ(st.transferred_bytes, chunk);
         }
+        // The target's own bytes, not only what a read over the same
+        // transport returns (which a copy into a private mapping passes).
+        expectTargetHolds(0, kBufferSize, seed);
         std::memset(localBytes(), 0, kBufferSize);
         for (const auto& st : run(reads)) ASSERT_EQ(st.s, COMPLETED);
         for (size_t i = 0; i < kBufferSize; ++i) {
             ASSERT_EQ(localBytes()[i], patternByte(i, seed)) << "byte " << i;
         }
+    }
+
+    // Asks the target whether its buffer holds pattern `seed` over
+    // [offset, offset + length) (its "check" command).
+    void expectTargetHolds(size_t offset, size_t length, uint8_t seed) {
+        EXPECT_EQ(target_process_.ask("check " + std::to_string(offset) + " " +
+                                      std::to_string(length) + " " +
+                                      std::to_string(seed)),
+                  "ok");
     }
 
     TransportType xport_ = UNSPEC;

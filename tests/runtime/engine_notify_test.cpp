@@ -180,8 +180,8 @@ TEST_F(EngineNotifyTest, AFullQueueRefusesUntilTheTargetReceives) {
                                " (timeout 5000 ms): peer refused Notify: "
                                "TooManyRequests: target holds "
                                "notification/max_pending_per_peer=3 "
-                               "undelivered notifications from " +
-                               initiator_->getSegmentName());
+                               "undelivered notifications from host "
+                               "127.0.0.1");
     std::vector<Notification> got;
     ASSERT_TRUE(target_->receiveNotification(got).ok());
     EXPECT_EQ(got.size(), 3u);

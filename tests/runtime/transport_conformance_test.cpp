@@ -38,7 +38,9 @@ TEST_P(TransportConformance, WriteThenReadBackInManySmallRequests) {
 }
 
 TEST_P(TransportConformance, ARangeOutsideThePeersBuffersFailsOnlyItsTask) {
-    for (size_t i = 0; i < kBufferSize; ++i) localBytes()[i] = 0xAB;
+    for (size_t i = 0; i < kBufferSize; ++i) {
+        localBytes()[i] = patternByte(i, 41);
+    }
     Request good = request(Request::WRITE, 0, 4096);
     Request straddling = request(Request::WRITE, 0, 8192);
     straddling.target_offset = target_base_ + kBufferSize - 4096;
@@ -48,6 +50,9 @@ TEST_P(TransportConformance, ARangeOutsideThePeersBuffersFailsOnlyItsTask) {
     EXPECT_EQ(states[0].s, COMPLETED);
     EXPECT_EQ(states[1].s, FAILED);
     EXPECT_EQ(states[2].s, FAILED);
+    // The good write is in the target's buffer, and only there.
+    expectTargetHolds(0, 4096, 41);
+    expectTargetHolds(4096, kBufferSize - 4096, 7);
     // The refused write touched nothing: the target's last page still
     // holds its original pattern.
     states = run({request(Request::READ, kBufferSize - 4096, 4096)});

@@ -67,6 +67,14 @@ class ControlService {
     // `max_request_bytes` is refused before it is decoded.
     void serveOp(const std::string& op, uint32_t max_request_bytes,
                  OpHandler handler);
+    // serveOp() for a handler that is also given the address the request
+    // came from ("a.b.c.d:port" of the connection): what the engine can
+    // hold a peer to, unlike any name the request carries.
+    using PeerOpHandler =
+        std::function<Status(const std::string& peer,
+                             const Json::Value& request, Json::Value& reply)>;
+    void servePeerOp(const std::string& op, uint32_t max_request_bytes,
+                     PeerOpHandler handler);
 
     // Reads the server limits rpc/idle_timeout_ms, rpc/frame_timeout_ms and
     // rpc/max_connections (defaults 60000, 10000, 256); they apply from the

@@ -8,6 +8,7 @@
 
 #include "tent/runtime/segment_manager.h"
 #include "tent/runtime/transport_selector.h"
+#include "transport/shm/shm_guarded_copy.h"
 #include "transport/shm/shm_mapping_cache.h"
 #include "transport/shm/shm_object.h"
 #include "transport/sub_batch_ops.h"
@@ -325,12 +326,32 @@ Status ShmTransport::copyWith(const Request& r, const SegmentDesc& desc,
     }
     char* peer =
         static_cast<char*>(pin->addr()) + (r.target_offset - buf->addr);
-    if (r.opcode == Request::WRITE) {
-        std::memcpy(peer, r.source, r.length);
-    } else {
-        std::memcpy(r.source, peer, r.length);
+    // Guarded: a process of this user may shrink the object under the
+    // copy, and an unguarded touch past its end is SIGBUS in this process.
+    CopyFault fault;
+    const bool copied = r.opcode == Request::WRITE
+                            ? guardedCopy(peer, r.source, r.length, fault)
+                            : guardedCopy(r.source, peer, r.length, fault);
+    if (copied) return Status::OK();
+    const auto base = reinterpret_cast<uintptr_t>(pin->addr());
+    if (fault.addr >= base && fault.addr - base < pin->length()) {
+        // The mapping is useless now; the next copy opens the object again
+        // and is told its size.
+        cache_->drop(r.target_id, buf->shm_path);
+        return Status::InvalidArgument(
+            "shm object " + buf->shm_path + " of segment " + desc.name +
+            " shrank under the " +
+            (r.opcode == Request::WRITE ? "write" : "read") +
+            ": SIGBUS at byte " + std::to_string(fault.addr - base) +
+            " of its " + std::to_string(pin->length()) +
+            " mapped bytes; the task failed part way");
     }
-    return Status::OK();
+    return Status::InvalidArgument(
+        "the local buffer " +
+        rangeText(reinterpret_cast<uint64_t>(r.source), r.length) +
+        " of a copy with shm object " + buf->shm_path + " raised SIGBUS at " +
+        hex(fault.addr) +
+        " (a truncated file or shm mapping); the task failed part way");
 }
 
 }  // namespace mooncake::tent

@@ -59,6 +59,11 @@ class ShmRoutePairTest : public ::testing::Test {
             runBatch(*engine_, {makeRequest(Request::WRITE, local_, handle_,
                                             target_.base(), kBufferSize)});
         ASSERT_EQ(states[0].s, COMPLETED);
+        // The target's own bytes: a read back over the same mapping would
+        // also pass a copy that never reached the target's memory.
+        EXPECT_EQ(target_.ask("check 0 " + std::to_string(kBufferSize) + " " +
+                              std::to_string(seed)),
+                  "ok");
         std::memset(local_, 0, kBufferSize);
         states = runBatch(*engine_, {makeRequest(Request::READ, local_, handle_,
                                                  target_.base(), kBufferSize)});
