@@ -1,7 +1,9 @@
-// StoreServer: a real redis-server or etcd for one test, on a free loopback
-// port with its data in a temporary folder, stopped (and the folder
-// removed) by the destructor. The binaries are Debian's redis-server and
-// etcd-server packages (scripts/install_deps.sh installs them).
+// StoreServer: a real redis-server, etcd or HTTP metadata server for one
+// test, on a free loopback port with its data in a temporary folder,
+// stopped (and the folder removed) by the destructor. The binaries are
+// Debian's redis-server and etcd-server packages; the HTTP server is
+// python/mooncake/http_metadata_server.py run from the source tree with
+// python3-aiohttp (scripts/install_deps.sh installs all three).
 #pragma once
 
 #include <sys/types.h>
@@ -17,7 +19,7 @@ class StoreServer {
     // How long start() and restart() wait for the server to answer.
     static constexpr int kStartBoundMs = 20000;
 
-    // "redis" or "etcd".
+    // "redis", "etcd" or "http".
     explicit StoreServer(std::string type);
     ~StoreServer();
     StoreServer(const StoreServer&) = delete;
@@ -32,10 +34,13 @@ class StoreServer {
     // SIGTERM, then SIGKILL if it has not exited within 10 s.
     void stop();
     // Starts it again on the same port; `wipe` empties its data first, so
-    // that anything found in it afterwards was written after the restart.
+    // that anything found in it afterwards was written after the restart
+    // (the http server keeps its data in memory: it always comes back
+    // empty).
     Status restart(bool wipe);
 
-    // "127.0.0.1:<port>": the metadata_servers value.
+    // The metadata_servers value: "127.0.0.1:<port>", or for http
+    // "http://127.0.0.1:<port>/metadata".
     std::string address() const;
     pid_t pid() const { return pid_; }
 
