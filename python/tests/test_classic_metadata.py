@@ -17,6 +17,7 @@ import pytest
 from mooncake import engine
 
 import patterns
+from conftest import Target
 
 DEADLINE_S = 20.0
 
@@ -126,3 +127,21 @@ def test_engines_find_each_other_through_the_store(store):
     finally:
         initiator.close()
         target.close()
+
+
+def test_a_target_process_is_found_through_the_store(store):
+    # Two processes: target.py publishes through the store, this one
+    # finds it there by name and reads its pattern byte-exact.
+    size = 1 << 16
+    target = Target("tcp", size, metadata_server=store)
+    initiator = engine.TransferEngine()
+    try:
+        assert initiator.initialize("127.0.0.1", store, "tcp", "") == 0
+        local = np.zeros(size, dtype=np.uint8)
+        initiator.register_memory(local)
+        assert initiator.transfer_sync_read(target.segment, local,
+                                            target.addr) == 0
+        assert local.tobytes() == patterns.pattern(7, size)
+    finally:
+        initiator.close()
+        assert target.close() == 0
