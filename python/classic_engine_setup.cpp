@@ -35,10 +35,14 @@ int ClassicEngine::initialize(const std::string& local_hostname,
                               const std::string& protocol,
                               const std::string& device_name) {
     // Classic's connection string: "P2PHANDSHAKE", "<type>://<servers>",
-    // or bare servers, which mean etcd.
+    // or bare servers, which mean etcd. An http one is a URL, passed whole.
     if (metadata_server == kP2PHandshake) {
         return initializeExt(local_hostname, metadata_server, protocol,
                              device_name, "p2p");
+    }
+    if (metadata_server.compare(0, 7, "http://") == 0) {
+        return initializeExt(local_hostname, metadata_server, protocol,
+                             device_name, "http");
     }
     const size_t pos = metadata_server.find("://");
     if (pos == std::string::npos) {
@@ -58,19 +62,27 @@ int ClassicEngine::initializeExt(const std::string& local_hostname,
     auto conf = std::make_shared<Config>();
     std::string type = metadata_server == kP2PHandshake ? "p2p" : metadata_type;
     if (type == "P2PHANDSHAKE") type = "p2p";
-    if (type != "p2p" && type != "etcd" && type != "redis") {
+    if (type != "p2p" && type != "etcd" && type != "redis" && type != "http") {
         fail(Code::kInvalidArgument, method,
              "metadata type '" + metadata_type +
-                 "' is not supported here (P2PHANDSHAKE, etcd://, redis://)");
+                 "' is not supported here (P2PHANDSHAKE, etcd://, redis://, "
+                 "http://)");
     }
     conf->set("metadata_type", type);
     if (type != "p2p") {
+        // http servers are URLs ("http://host:port/path"), kept whole.
         std::string servers = metadata_server;
         const size_t pos = servers.find("://");
-        if (pos != std::string::npos) servers = servers.substr(pos + 3);
+        if (pos != std::string::npos && type != "http") {
+            servers = servers.substr(pos + 3);
+        }
         conf->set("metadata_servers", servers);
     }
-    // "host" or "host:port": the port pins the RPC server's.
+    // "host" or "host:port". As upstream, with P2PHANDSHAKE the port is not
+    // bound: the engine serves on a free port, which get_rpc_port() and the
+    // segment name ("host:<that port>") report, so engines given the same
+    // name all start. With a store the port is the RPC server's preferred
+    // one.
     std::string host = local_hostname;
     const size_t colon = host.rfind(':');
     if (colon != std::string::npos) {
@@ -83,7 +95,8 @@ int ClassicEngine::initializeExt(const std::string& local_hostname,
                  "local_hostname '" + local_hostname +
                      "' has a bad port (host or host:port)");
         }
-        conf->set("rpc_server_port", static_cast<int>(value));
+        if (type != "p2p")
+            conf->set("rpc_server_port", static_cast<int>(value));
     }
     if (!host.empty()) conf->set("rpc_server_hostname", host);
 

@@ -10,7 +10,7 @@ PACKAGES=(
   pybind11-dev python3-dev python3 python3-pytest python3-numpy
   binutils procps valgrind
   clang llvm libclang-rt-dev
-  libhiredis-dev libcurl4-openssl-dev redis-server etcd-server
+  libhiredis-dev libcurl4-openssl-dev redis-server etcd-server python3-aiohttp
   python3-build python3-wheel python3-setuptools python3-venv patchelf
 )
 

@@ -85,13 +85,14 @@ def mpcomm_ports():
 class Target:
     """tests/target.py in a child process, driven by stdin/stdout lines."""
 
-    def __init__(self, protocol, size=TARGET_SIZE):
+    def __init__(self, protocol, size=TARGET_SIZE,
+                 metadata_server="P2PHANDSHAKE"):
         env = dict(os.environ)
         env["MPCOMM_TCP_PORT"] = str(mpcomm_ports()[1])
         env.pop("MC_TENT_CONF", None)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "target.py"), protocol,
-             str(size)],
+             str(size), metadata_server],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self._buf = b""
         words = self.read_line("READY").split()

@@ -22,9 +22,12 @@ import patterns
 
 def main():
     protocol, size = sys.argv[1], int(sys.argv[2])
+    # Optional third argument: a metadata connection string ("redis://...",
+    # "http://host:port/metadata"); p2p when absent.
+    metadata = sys.argv[3] if len(sys.argv) > 3 else "P2PHANDSHAKE"
     eng = engine.TransferEngine()
     rc = eng.initialize(hostname="127.0.0.1",
-                        metadata_server="P2PHANDSHAKE",
+                        metadata_server=metadata,
                         protocol=protocol,
                         device_name="")
     if rc != 0:

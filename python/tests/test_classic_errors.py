@@ -111,8 +111,8 @@ def test_unknown_segment_and_bad_names_are_refused(tcp_pair):
                        "build"):
         fresh.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "")
     with pytest.raises(engine.InvalidArgumentError,
-                       match="metadata type 'http' is not supported"):
-        fresh.initialize("127.0.0.1", "http://10.0.0.1:8080", "tcp", "")
+                       match="metadata type 'zk' is not supported"):
+        fresh.initialize("127.0.0.1", "zk://10.0.0.1:2181", "tcp", "")
 
 
 def test_closed_engine_raises_naming_the_method():

@@ -1,12 +1,15 @@
 """Classic metadata connection strings reach this tree's stores:
-"redis://host:port" and "etcd://host:port" move bytes through engines
+"redis://host:port", "etcd://host:port" and "http://host:port/metadata"
+(the shipped mooncake.http_metadata_server) move bytes through engines
 that find each other by name in the store."""
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -14,6 +17,7 @@ import pytest
 from mooncake import engine
 
 import patterns
+from conftest import Target
 
 DEADLINE_S = 20.0
 
@@ -42,10 +46,27 @@ def etcd_ready(port):
         return False
 
 
-@pytest.fixture(params=["redis", "etcd"])
+def http_ready(port):
+    url = "http://127.0.0.1:%d/metadata?key=ready" % port
+    try:
+        urllib.request.urlopen(url, timeout=1)
+    except urllib.error.HTTPError as e:
+        return e.code == 404  # up, and the key is not there
+    except OSError:
+        return False
+    return False
+
+
+@pytest.fixture(params=["redis", "etcd", "http"])
 def store(request, tmp_path):
     kind = request.param
-    binary = "redis-server" if kind == "redis" else "etcd"
+    binary = {"redis": "redis-server", "etcd": "etcd",
+              "http": sys.executable}[kind]
+    if kind == "http" and subprocess.call(
+            [sys.executable, "-c", "import aiohttp"],
+            stderr=subprocess.DEVNULL) != 0:
+        pytest.skip("python3-aiohttp is not installed "
+                    "(scripts/install_deps.sh installs it)")
     if shutil.which(binary) is None:
         pytest.skip("%s is not installed (scripts/install_deps.sh installs "
                     "it)" % binary)
@@ -54,6 +75,10 @@ def store(request, tmp_path):
         args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save",
                 "", "--appendonly", "no", "--dir", str(tmp_path)]
         ready = redis_ready
+    elif kind == "http":
+        args = [binary, "-m", "mooncake.http_metadata_server", "--host",
+                "127.0.0.1", "--port", str(port)]
+        ready = http_ready
     else:
         client = "http://127.0.0.1:%d" % port
         peer_url = "http://127.0.0.1:%d" % peer
@@ -72,7 +97,8 @@ def store(request, tmp_path):
             assert proc.poll() is None, "%s exited" % binary
             assert time.monotonic() < end, "%s not ready" % binary
             time.sleep(0.05)  # polling back-off with a deadline
-        yield "%s://127.0.0.1:%d" % (kind, port)
+        yield "%s://127.0.0.1:%d%s" % (kind, port,
+                                         "/metadata" if kind == "http" else "")
     finally:
         proc.terminate()
         proc.wait(timeout=DEADLINE_S)
@@ -101,3 +127,21 @@ def test_engines_find_each_other_through_the_store(store):
     finally:
         initiator.close()
         target.close()
+
+
+def test_a_target_process_is_found_through_the_store(store):
+    # Two processes: target.py publishes through the store, this one
+    # finds it there by name and reads its pattern byte-exact.
+    size = 1 << 16
+    target = Target("tcp", size, metadata_server=store)
+    initiator = engine.TransferEngine()
+    try:
+        assert initiator.initialize("127.0.0.1", store, "tcp", "") == 0
+        local = np.zeros(size, dtype=np.uint8)
+        initiator.register_memory(local)
+        assert initiator.transfer_sync_read(target.segment, local,
+                                            target.addr) == 0
+        assert local.tobytes() == patterns.pattern(7, size)
+    finally:
+        initiator.close()
+        assert target.close() == 0

@@ -1,5 +1,6 @@
 // The concrete MetaStores behind MetaStore::Create(); each is compiled only
-// when its client library was found (TENT_HAVE_REDIS, TENT_HAVE_ETCD).
+// when its client library was found (TENT_HAVE_REDIS, TENT_HAVE_ETCD,
+// TENT_HAVE_HTTP).
 #pragma once
 
 #include <memory>
@@ -16,6 +17,10 @@ std::shared_ptr<MetaStore> makeRedisStore(std::string servers_text,
                                           const MetaStoreOptions& options);
 std::shared_ptr<MetaStore> makeEtcdStore(std::string servers_text,
                                          std::vector<std::string> servers,
+                                         const MetaStoreOptions& options);
+// `urls` are "http://host:port/path", as MetaStore::parseHttpServers gives.
+std::shared_ptr<MetaStore> makeHttpStore(std::string servers_text,
+                                         std::vector<std::string> urls,
                                          const MetaStoreOptions& options);
 
 }  // namespace mooncake::tent

@@ -36,10 +36,10 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
 
     const std::string metadata_type = conf_->get("metadata_type", "p2p");
     if (metadata_type != "p2p" && metadata_type != "etcd" &&
-        metadata_type != "redis") {
+        metadata_type != "redis" && metadata_type != "http") {
         return Status::InvalidMetadataType(
             "metadata_type " + metadata_type +
-            " is not supported (p2p, etcd and redis are)");
+            " is not supported (p2p, etcd, redis and http are)");
     }
 
     topology_ = std::make_shared<Topology>();
@@ -99,7 +99,17 @@ Status TransferEngineImpl::startControlPlane() {
     }
     control_ = std::make_shared<ControlService>(segments_);
     CHECK_STATUS(control_->configure(*conf_));
-    CHECK_STATUS(control_->start(static_cast<uint16_t>(port)));
+    Status started = control_->start(static_cast<uint16_t>(port));
+    if (!started.ok() && port != 0) {
+        // As upstream: a configured port is a preference. Two engines given
+        // the same one both start; the second serves on a free port, which
+        // getRpcServerPort() and (p2p) the segment name report.
+        LOG(WARNING) << "TransferEngine: rpc_server_port " << port
+                     << " cannot be bound (" << started.message()
+                     << "); serving on a free port instead";
+        started = control_->start(0);
+    }
+    CHECK_STATUS(started);
     rpc_port_ = control_->port();
 
     hostname_ = conf_->get("rpc_server_hostname", "");

@@ -31,6 +31,24 @@ const StoreFactory kEtcdFactory = makeEtcdStore;
 #else
 const StoreFactory kEtcdFactory = nullptr;
 #endif
+#ifdef TENT_HAVE_HTTP
+const StoreFactory kHttpFactory = makeHttpStore;
+#else
+const StoreFactory kHttpFactory = nullptr;
+#endif
+
+// A URL path for the http store: printable, no query or fragment of its
+// own (the client appends "?key=..."), and bounded.
+constexpr size_t kMaxUrlPathBytes = 1024;
+bool validUrlPath(const std::string& path) {
+    if (path.empty() || path[0] != '/' || path.size() > kMaxUrlPathBytes) {
+        return false;
+    }
+    for (char c : path) {
+        if (c <= ' ' || c == 0x7f || c == '?' || c == '#') return false;
+    }
+    return true;
+}
 
 }  // namespace
 
@@ -57,13 +75,47 @@ Status MetaStore::parseServers(const std::string& servers,
     return Status::OK();
 }
 
+Status MetaStore::parseHttpServers(const std::string& servers,
+                                   std::vector<std::string>& out) {
+    out.clear();
+    size_t start = 0;
+    while (start <= servers.size()) {
+        size_t comma = servers.find(',', start);
+        if (comma == std::string::npos) comma = servers.size();
+        const std::string entry = trim(servers.substr(start, comma - start));
+        std::string rest = entry;
+        const std::string scheme = "http://";
+        if (rest.compare(0, scheme.size(), scheme) == 0) {
+            rest = rest.substr(scheme.size());
+        }
+        const size_t slash = rest.find('/');
+        const std::string authority = rest.substr(0, slash);
+        const std::string path =
+            slash == std::string::npos ? "/metadata" : rest.substr(slash);
+        std::string host;
+        uint16_t port = 0;
+        Status s = net::parseHostPort(authority, "metadata server", host, port);
+        if (entry.empty() || rest.find("://") != std::string::npos || !s.ok() ||
+            !validUrlPath(path)) {
+            return Status::InvalidArgument(
+                "metadata_servers \"" + servers + "\": entry \"" + entry +
+                "\" is not an http URL (a comma list of "
+                "http://host:port/path is expected; the path defaults to "
+                "/metadata)");
+        }
+        out.push_back(scheme + authority + path);
+        start = comma + 1;
+    }
+    return Status::OK();
+}
+
 Status MetaStore::Create(const std::string& type, const std::string& servers,
                          const MetaStoreOptions& options,
                          std::shared_ptr<MetaStore>& out) {
-    if (type != "redis" && type != "etcd") {
+    if (type != "redis" && type != "etcd" && type != "http") {
         return Status::InvalidMetadataType(
             "metadata_type " + type +
-            " is not supported (p2p, etcd and redis are)");
+            " is not supported (p2p, etcd, redis and http are)");
     }
     if (options.timeout_ms <= 0) {
         return Status::InvalidArgument(
@@ -75,15 +127,19 @@ Status MetaStore::Create(const std::string& type, const std::string& servers,
             "metadata/ttl_ms must be at least 1000, got " +
             std::to_string(options.ttl_ms));
     }
+    const bool http = type == "http";
     if (servers.empty()) {
         return Status::InvalidArgument(
             "metadata_type " + type +
-            " needs metadata_servers (a comma list of host:port)");
+            " needs metadata_servers (a comma list of " +
+            (http ? "http://host:port/path)" : "host:port)"));
     }
     std::vector<std::string> list;
-    CHECK_STATUS(parseServers(servers, list));
+    CHECK_STATUS(http ? parseHttpServers(servers, list)
+                      : parseServers(servers, list));
     const bool redis = type == "redis";
-    const StoreFactory make = redis ? kRedisFactory : kEtcdFactory;
+    const StoreFactory make =
+        redis ? kRedisFactory : (http ? kHttpFactory : kEtcdFactory);
     if (!make) {
         return Status::NotImplemented(
             "metadata_type " + type + " is not available: this build has no " +

@@ -67,10 +67,14 @@ StoreServer::~StoreServer() {
 std::string StoreServer::binaryFor(const std::string& type) {
     if (type == "redis") return "redis-server";
     if (type == "etcd") return "etcd";
+    if (type == "http") return "python3-aiohttp";
     return "";
 }
 
 bool StoreServer::installed(const std::string& type) {
+    // The http server is ours (python/mooncake), run by the interpreter
+    // that CMake found with aiohttp, if any.
+    if (type == "http") return TENT_HTTP_SERVER_PYTHON[0] != '\0';
     const std::string binary = binaryFor(type);
     return binary.empty() || onPath(binary);
 }
@@ -97,6 +101,9 @@ std::string StoreServer::missing(const std::string& type, bool& fail) {
 }
 
 std::string StoreServer::address() const {
+    if (type_ == "http") {
+        return "http://127.0.0.1:" + std::to_string(port_) + "/metadata";
+    }
     return "127.0.0.1:" + std::to_string(port_);
 }
 
@@ -145,6 +152,17 @@ Status StoreServer::spawn() {
                 "no",
                 "--protected-mode",
                 "no"};
+    } else if (type_ == "http") {
+        // In memory: a restart always starts empty.
+        args = {TENT_HTTP_SERVER_PYTHON,
+                "-m",
+                "mooncake.http_metadata_server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                port,
+                "--log-level",
+                "WARNING"};
     } else {
         const std::string client = "http://127.0.0.1:" + port;
         const std::string peer =
@@ -161,6 +179,16 @@ Status StoreServer::spawn() {
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
+    // The http server runs from the source tree, writing no bytecode there.
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e != nullptr; ++e) {
+        if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env_text.push_back(*e);
+    }
+    env_text.push_back(std::string("PYTHONPATH=") + TENT_PYTHON_SOURCE_DIR);
+    env_text.push_back("PYTHONDONTWRITEBYTECODE=1");
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const std::string log = dir_ + "/server.log";
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -168,8 +196,8 @@ Status StoreServer::spawn() {
                                      O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    int rc =
-        posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    int rc = posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(),
+                          envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
         pid_ = -1;

@@ -1,9 +1,11 @@
-// StoreServer: a real redis-server or etcd for one test, on a free loopback
-// port with its data in a temporary folder, stopped (and the folder
-// removed) by the destructor. The binaries are Debian's redis-server and
-// etcd-server packages (scripts/install_deps.sh installs them).
+// StoreServer: a real redis-server, etcd or HTTP metadata server for one
+// test, on a free loopback port with its data in a temporary folder,
+// stopped (and the folder removed) by the destructor. The binaries are
+// Debian's redis-server and etcd-server packages; the HTTP server is
+// python/mooncake/http_metadata_server.py run from the source tree with
+// python3-aiohttp (scripts/install_deps.sh installs all three).
 //
-// A missing binary skips a store case, naming it; with
+// A missing server skips a store case, naming it; with
 // TENT_TEST_REQUIRE_STORES=1 (scripts/run_tests.sh sets it in CI) it fails
 // the case instead, so CI cannot pass without having run the stores. Use
 // TENT_SKIP_OR_FAIL_WITHOUT_STORE(type) at the top of a case or SetUp().
@@ -24,7 +26,7 @@ class StoreServer {
     // "1": a store whose server is missing fails its cases (see above).
     static constexpr char kRequireStoresVar[] = "TENT_TEST_REQUIRE_STORES";
 
-    // "redis" or "etcd".
+    // "redis", "etcd" or "http".
     explicit StoreServer(std::string type);
     ~StoreServer();
     StoreServer(const StoreServer&) = delete;
@@ -44,10 +46,13 @@ class StoreServer {
     // SIGTERM, then SIGKILL if it has not exited within 10 s.
     void stop();
     // Starts it again on the same port; `wipe` empties its data first, so
-    // that anything found in it afterwards was written after the restart.
+    // that anything found in it afterwards was written after the restart
+    // (the http server keeps its data in memory: it always comes back
+    // empty).
     Status restart(bool wipe);
 
-    // "127.0.0.1:<port>": the metadata_servers value.
+    // The metadata_servers value: "127.0.0.1:<port>", or for http
+    // "http://127.0.0.1:<port>/metadata".
     std::string address() const;
     pid_t pid() const { return pid_; }
 

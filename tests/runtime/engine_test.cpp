@@ -265,7 +265,7 @@ TEST_F(EngineTest, UnsupportedMetadataTypeIsNamed) {
     ASSERT_TRUE(s.IsInternalError()) << s;
     EXPECT_EQ(s.message(),
               "TransferEngine is not available: metadata_type zookeeper is "
-              "not supported (p2p, etcd and redis are)");
+              "not supported (p2p, etcd, redis and http are)");
     EXPECT_EQ(engine.allocateBatch(4), 0u);
     EXPECT_TRUE(engine.getSupportedTransports().empty());
 }

@@ -1,6 +1,6 @@
-// MetaStore against a real redis-server and etcd: the compare-and-set
-// rules SegmentPublisher relies on, TTL renewal and lapse, and the
-// configuration refusals.
+// MetaStore against a real redis-server, etcd and HTTP metadata server: the
+// compare-and-set rules SegmentPublisher relies on, TTL renewal and lapse, and
+// the configuration refusals.
 #include "tent/runtime/metastore.h"
 
 #include <gtest/gtest.h>
@@ -129,7 +129,7 @@ TEST_P(MetaStoreTest, CallsOnAStoppedServerFailNamingItAndTheTimeout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MetaStoreTest,
-                         ::testing::Values("redis", "etcd"));
+                         ::testing::Values("redis", "etcd", "http"));
 
 TEST(MetaStoreConfigTest, BadServersAndKeysAreRefusedNamingTheValue) {
     std::shared_ptr<MetaStore> store;
@@ -145,8 +145,8 @@ TEST(MetaStoreConfigTest, BadServersAndKeysAreRefusedNamingTheValue) {
                   "expected)"));
     EXPECT_EQ(MetaStore::Create("zookeeper", "h:1", options, store),
               Status::InvalidMetadataType("metadata_type zookeeper is not "
-                                          "supported (p2p, etcd and redis "
-                                          "are)"));
+                                          "supported (p2p, etcd, redis and "
+                                          "http are)"));
     options.ttl_ms = 999;
     EXPECT_EQ(MetaStore::Create("redis", "h:1", options, store),
               Status::InvalidArgument(

@@ -1,7 +1,8 @@
-// Engines that find each other through a real redis-server or etcd: two
-// processes, byte-exact transfers by segment name over tcp and (ON build)
-// mpcomm, key expiry of a killed process, name collisions, a store outage
-// and its end, and a target restarted under the same name.
+// Engines that find each other through a real redis-server, etcd or HTTP
+// metadata server: two processes, byte-exact transfers by segment name over
+// tcp and (ON build) mpcomm, key expiry of a killed process, name
+// collisions, a store outage and its end, and a target restarted under the
+// same name.
 #include <vector>
 
 #include "kit/log_capture.h"
@@ -252,7 +253,7 @@ TEST_P(StoreEngineTest, UnreachableStoreAtStartIsAnErrorNamingTheServers) {
 
 std::vector<StoreCase> cases() {
     std::vector<StoreCase> out;
-    for (const char* store : {"redis", "etcd"}) {
+    for (const char* store : {"redis", "etcd", "http"}) {
         out.emplace_back(store, "tcp");
 #ifdef TENT_HAVE_MPCOMM
         out.emplace_back(store, "mpcomm");

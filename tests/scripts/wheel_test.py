@@ -126,6 +126,19 @@ class Wheel(unittest.TestCase):
         self.assertTrue(any(n.startswith("mooncake/engine.") for n in built))
         self.assertEqual(set(), built - names)
 
+    def test_http_metadata_server_command_is_installed(self):
+        # The entry point upstream's wheel has too; its module is packed.
+        with zipfile.ZipFile(self.wheel) as z:
+            names = set(z.namelist())
+            points = [n for n in names if n.endswith("entry_points.txt")]
+            self.assertEqual(1, len(points), names)
+            text = z.read(points[0]).decode()
+        self.assertIn("mooncake/http_metadata_server.py", names)
+        self.assertIn("mooncake_http_metadata_server = "
+                      "mooncake.http_metadata_server:main", text)
+        self.assertTrue(os.access(os.path.join(
+            self.venv, "bin", "mooncake_http_metadata_server"), os.X_OK))
+
     def test_import_without_libmpcomm_fails_with_the_guides_message(self):
         r = subprocess.run(["ldconfig", "-p"], capture_output=True,
                            text=True)

@@ -1,11 +1,13 @@
 // MetaStore: a shared key-value store that holds segment descriptors, for
-// metadata_type "redis" (hiredis) and "etcd" (the v3 JSON gateway over
-// libcurl). metadata_type "p2p" needs none: peers ask each other.
+// metadata_type "redis" (hiredis), "etcd" (the v3 JSON gateway over
+// libcurl) and "http" (Mooncake's HTTP metadata server, over libcurl).
+// metadata_type "p2p" needs none: peers ask each other.
 //
 // The store knows keys and values only; what a value means is the
 // SegmentPublisher's and the StoreSegmentFetcher's business. Every value a
 // client writes is bound to that client's liveness: a TTL on the key
-// (Redis) or the client's lease (etcd), which keepAlive() extends. A client
+// (Redis), the client's lease (etcd) or an expiry written into the value
+// that readers honour (http), which keepAlive() extends. A client
 // that stops calling keepAlive() loses its keys within the TTL.
 //
 // Contract for implementations:
@@ -40,7 +42,8 @@ class MetaStore {
  public:
     virtual ~MetaStore() = default;
 
-    // `type` is "redis" or "etcd"; `servers` a comma list of host:port.
+    // `type` is "redis", "etcd" or "http"; `servers` a comma list of
+    // host:port (http: of http://host:port/path URLs).
     // InvalidArgument names a bad server entry; NotImplemented says which
     // package a build without that store's client library lacked. No
     // connection is made here: see ping().
@@ -52,6 +55,11 @@ class MetaStore {
     // entries are ignored); the error names the bad entry.
     static Status parseServers(const std::string& servers,
                                std::vector<std::string>& out);
+
+    // Splits and validates "http://host:port/path[,...]" (the scheme may be
+    // left out, the path defaults to /metadata) into full URLs.
+    static Status parseHttpServers(const std::string& servers,
+                                   std::vector<std::string>& out);
 
     virtual const char* type() const = 0;
     // The servers as configured, for messages.
