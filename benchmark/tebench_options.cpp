@@ -20,14 +20,15 @@ DEFINE_string(tent_transport_hint, "",
               "overrides the policy rules. Empty: no hint.");
 DEFINE_string(metadata_type, "p2p",
               "Segment metadata exchange: 'p2p' (host:port segment names "
-              "served by the RPC server), 'etcd' or 'redis' (segment names "
-              "looked up in that store; see --metadata_servers).");
+              "served by the RPC server), 'etcd', 'redis' or 'http' (segment "
+              "names looked up in that store; see --metadata_servers).");
 DEFINE_string(metadata_servers, "",
-              "With --metadata_type=etcd|redis: the store's servers, a comma "
-              "list of host:port.");
-DEFINE_string(local_segment_name, "",
-              "With --metadata_type=etcd|redis: this process's segment name. "
-              "Empty: host:port of its RPC server, as with p2p.");
+              "With --metadata_type=etcd|redis|http: the store's servers, a "
+              "comma list of host:port (http: http://host:port/path).");
+DEFINE_string(
+    local_segment_name, "",
+    "With --metadata_type=etcd|redis|http: this process's segment name. "
+    "Empty: host:port of its RPC server, as with p2p.");
 DEFINE_int32(rpc_server_port, 0,
              "Port of this process's TENT RPC server; 0 lets TENT pick one "
              "from 15000-17000.");
@@ -230,10 +231,10 @@ Status parseOptions(BenchOptions& options) {
             " is not supported: only --backend=tent exists in this tree");
     }
     if (FLAGS_metadata_type != "p2p" && FLAGS_metadata_type != "etcd" &&
-        FLAGS_metadata_type != "redis") {
+        FLAGS_metadata_type != "redis" && FLAGS_metadata_type != "http") {
         return Status::InvalidArgument(
             "--metadata_type=" + FLAGS_metadata_type +
-            " is not supported: p2p, etcd and redis are");
+            " is not supported: p2p, etcd, redis and http are");
     }
     options.notifi = FLAGS_notifi;
     if (FLAGS_metadata_type != "p2p" && FLAGS_metadata_servers.empty()) {
@@ -244,7 +245,7 @@ Status parseOptions(BenchOptions& options) {
     if (FLAGS_metadata_type == "p2p" && !FLAGS_local_segment_name.empty()) {
         return Status::InvalidArgument(
             "--local_segment_name=" + FLAGS_local_segment_name +
-            " needs --metadata_type=etcd or redis (p2p names a segment "
+            " needs --metadata_type=etcd, redis or http (p2p names a segment "
             "host:port)");
     }
     options.metadata_type = FLAGS_metadata_type;
