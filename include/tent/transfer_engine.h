@@ -254,6 +254,11 @@ class TransferEngine {
                                const std::string& shared_handle);
 
     Status openSegment(SegmentID& handle, const std::string& segment_name);
+    // How many times a request naming memory no cached descriptor held
+    // made the engine re-read that peer's descriptor (at most once per
+    // segment per metadata/miss_refresh_interval_ms); 0 when the engine is
+    // not available.
+    uint64_t getDescriptorRereads() const;
     Status closeSegment(SegmentID handle);
     Status getSegmentInfo(SegmentID handle, SegmentInfo& info);
 

@@ -50,6 +50,9 @@ class TransferEngineImpl {
     Status notAvailable() const;
 
     const std::string& segmentName() const { return local_segment_name_; }
+    uint64_t descriptorRereads() const {
+        return segments_ ? segments_->missRefreshes() : 0;
+    }
     const std::string& hostname() const { return hostname_; }
     uint16_t rpcPort() const { return rpc_port_; }
     std::vector<std::string> installedTransportNames() const;
