@@ -150,10 +150,6 @@ class TransferEngineImpl {
     void fireNotifyHooks(EngineBatch& batch, bool wait);
     Status startNotifications();
 
-    // Default of batch/cancel_timeout_ms: how long cancelTransfer() waits
-    // for a transport that cannot stop a task in flight to finish it.
-    static constexpr int kDefaultCancelTimeoutMs = 5000;
-
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.
     static constexpr int kDefaultFreeBatchTimeoutMs = 10000;
