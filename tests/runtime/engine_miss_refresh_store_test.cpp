@@ -93,7 +93,10 @@ TEST_P(MissRefreshStoreTest, ABufferRegisteredAfterTheOpenIsReadFromTheStore) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, MissRefreshStoreTest,
-                         ::testing::Values("redis", "etcd"));
+                         ::testing::Values("redis", "etcd"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                             return info.param;
+                         });
 
 }  // namespace
 }  // namespace mooncake::tent::testing

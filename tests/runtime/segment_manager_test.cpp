@@ -400,7 +400,7 @@ TEST(SegmentManagerTest, AMissRereadsOncePerSegmentPerInterval) {
     // ...into this thread's cache.
     SegmentDescRef cached;
     ASSERT_TRUE(mgr.getRemoteCached(cached, a).ok());
-    EXPECT_EQ(cached, desc);
+    EXPECT_TRUE(cached == desc);
     EXPECT_EQ(fetcher->calls(), 3);
 
     // Within the interval: nothing fetched, `desc` untouched.
@@ -408,7 +408,7 @@ TEST(SegmentManagerTest, AMissRereadsOncePerSegmentPerInterval) {
         SegmentDescRef held = desc;
         ASSERT_TRUE(mgr.refreshAfterMiss(held, a, refreshed).ok());
         EXPECT_FALSE(refreshed);
-        EXPECT_EQ(held, desc);
+        EXPECT_TRUE(held == desc);
     }
     EXPECT_EQ(fetcher->calls(), 3);
     EXPECT_EQ(mgr.missRefreshes(), 1u);
