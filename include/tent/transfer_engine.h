@@ -182,8 +182,10 @@ int tent_overall_status(tent_engine_t engine, tent_batch_id_t batch_id,
  * tasks in the batch; min(capacity, tasks) statuses are written. */
 int tent_task_status_list(tent_engine_t engine, tent_batch_id_t batch_id,
                           tent_status_t* statuses, size_t* count);
-/* Ends a pending task CANCELED; once it returns 0 no transport touches the
- * task's buffers. A task already final stays as it is. */
+/* Best-effort cancel, returns at once: a pending task ends CANCELED, at
+ * once when no transport started it, else when its transport lets go of it
+ * (poll for a final status before freeing its buffers). A task already
+ * final stays as it is. */
 int tent_cancel_task(tent_engine_t engine, tent_batch_id_t batch_id,
                      size_t task_id);
 
@@ -259,6 +261,11 @@ class TransferEngine {
                                const std::string& shared_handle);
 
     Status openSegment(SegmentID& handle, const std::string& segment_name);
+    // How many times a request naming memory no cached descriptor held
+    // made the engine re-read that peer's descriptor (at most once per
+    // segment per metadata/miss_refresh_interval_ms); 0 when the engine is
+    // not available.
+    uint64_t getDescriptorRereads() const;
     Status closeSegment(SegmentID handle);
     Status getSegmentInfo(SegmentID handle, SegmentInfo& info);
 
@@ -306,11 +313,11 @@ class TransferEngine {
                           const std::vector<Request>& request_list,
                           const Notification& notifi);
 
-    // Ends task `task_id` CANCELED. On return no transport touches the
-    // task's buffers any more: at once for a transport that can cancel, else
-    // after the transport reports the task done, waiting at most
-    // batch/cancel_timeout_ms (then an error, and the task is left as is).
-    // A task already final is left as it is (OK).
+    // Best effort, and returns at once. A task no transport has started
+    // reads CANCELED on return; one in flight keeps reading PENDING until
+    // its transport lets go of it, then CANCELED. Poll for a final status
+    // before freeing the task's buffers: only then does no transport touch
+    // them. A task already final is left as it is (OK).
     Status cancelTransfer(BatchID batch_id, size_t task_id);
 
     // Delivers `notifi` to the engine of segment `target_id` (blocking, at

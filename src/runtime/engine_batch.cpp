@@ -27,6 +27,24 @@ namespace mooncake::tent {
 
 namespace {
 
+// Whether the target of `desc` (segment `target_id`) is on this host, and
+// runs as this process's user (shm publishes its user id; only an equal
+// one can map ours).
+void targetFacts(const SegmentDesc& local, const SegmentDesc& desc,
+                 SegmentID target_id, bool& same_machine, bool& same_user) {
+    same_machine =
+        target_id == LOCAL_SEGMENT_ID ||
+        (!desc.machine_id.empty() && desc.machine_id == local.machine_id);
+    const std::string* peer_user =
+        same_machine && desc.type == SegmentType::Memory
+            ? desc.getMemory().getTransportAttrs(SHM)
+            : nullptr;
+    const std::string* own_user = local.type == SegmentType::Memory
+                                      ? local.getMemory().getTransportAttrs(SHM)
+                                      : nullptr;
+    same_user = peer_user && own_user && *peer_user == *own_user;
+}
+
 Status unknownBatch(const char* operation, BatchID id) {
     return Status::InvalidArgument(std::string(operation) +
                                    ": unknown batch id " + std::to_string(id));
@@ -214,6 +232,66 @@ Status TransferEngineImpl::submitInternal(
     const bool local_dram = local->type == SegmentType::Memory &&
                             local->getMemory().allDram() &&
                             currentPlatformIsCpu();
+    // Chooses the transport of `request` to the target `desc` holds;
+    // `missed` when it failed because no buffer of the target covers the
+    // range (what a re-read of a stale descriptor may cure).
+    auto route = [&](const Request& request, TransportType& chosen,
+                     bool& missed) {
+        missed = false;
+        // Where every buffer of a side is host memory (and, locally,
+        // unregistered memory is too: the CPU platform), the pair is known
+        // without finding that side's buffer: a hinted request skips the
+        // target's look-up and every request the source's. A refusal is
+        // decided again with both found, so that its message names the
+        // buffers' own locations.
+        const bool remote_dram =
+            request.transport_hint != UNSPEC &&
+            (desc->type != SegmentType::Memory || desc->getMemory().allDram());
+        Status s;
+        for (bool full = !remote_dram && !local_dram;; full = true) {
+            RouteContext context;
+            context.segment_type = desc->type;
+            context.segment_name = desc->name;
+            context.same_machine = same_machine;
+            context.same_user = same_user;
+            if (full || !remote_dram) {
+                const BufferDesc* remote = remote_lookup.find(
+                    *desc, request.target_offset, request.length);
+                if (remote != nullptr) {
+                    context.remote_location = remote->location;
+                    context.buffer_transports = &remote->transports;
+                }
+            }
+            const BufferDesc* source =
+                full || !local_dram
+                    ? local_lookup.find(
+                          *local, reinterpret_cast<uintptr_t>(request.source),
+                          request.length)
+                    : nullptr;
+            // Memory no transport registered is placed by the platform, so
+            // that an unregistered device pointer is still known as one.
+            // The CPU platform has only DRAM to answer, so it is not asked
+            // (nor fetched).
+            Location located;
+            if (source != nullptr) {
+                context.local_location = source->location;
+            } else if (!local_dram && !currentPlatformIsCpu()) {
+                if (!platform) platform = currentPlatform();
+                if (platform->locate(request.source, request.length, located)
+                        .ok()) {
+                    context.local_location = located;
+                }
+            }
+            s = selector_.select(request, context, chosen);
+            if (s.ok() || full) {
+                // A hint is not checked against the target's buffers, so
+                // only an unhinted refusal can be a miss.
+                missed = !s.ok() && request.transport_hint == UNSPEC &&
+                         context.buffer_transports == nullptr;
+                return s;
+            }
+        }
+    };
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
@@ -228,69 +306,35 @@ Status TransferEngineImpl::submitInternal(
                                             std::to_string(request.target_id));
             }
             last_target = request.target_id;
-            same_machine = desc && (request.target_id == LOCAL_SEGMENT_ID ||
-                                    (!desc->machine_id.empty() &&
-                                     desc->machine_id == local->machine_id));
-            // shm publishes its user id; only an equal one can map ours.
-            const std::string* peer_user =
-                same_machine && desc->type == SegmentType::Memory
-                    ? desc->getMemory().getTransportAttrs(SHM)
-                    : nullptr;
-            const std::string* own_user =
-                local->type == SegmentType::Memory
-                    ? local->getMemory().getTransportAttrs(SHM)
-                    : nullptr;
-            same_user = peer_user && own_user && *peer_user == *own_user;
+            if (desc) {
+                targetFacts(*local, *desc, request.target_id, same_machine,
+                            same_user);
+            }
         }
         if (s.ok()) {
-            // Where every buffer of a side is host memory (and, locally,
-            // unregistered memory is too: the CPU platform), the pair is
-            // known without finding that side's buffer: a hinted request
-            // skips the target's look-up and every request the source's.
-            // A refusal is decided again with both found, so that its
-            // message names the buffers' own locations.
-            const bool remote_dram = request.transport_hint != UNSPEC &&
-                                     (desc->type != SegmentType::Memory ||
-                                      desc->getMemory().allDram());
             TransportType chosen = UNSPEC;
-            for (bool full = !remote_dram && !local_dram;; full = true) {
-                RouteContext context;
-                context.segment_type = desc->type;
-                context.segment_name = desc->name;
-                context.same_machine = same_machine;
-                context.same_user = same_user;
-                if (full || !remote_dram) {
-                    const BufferDesc* remote = remote_lookup.find(
-                        *desc, request.target_offset, request.length);
-                    if (remote != nullptr) {
-                        context.remote_location = remote->location;
-                        context.buffer_transports = &remote->transports;
-                    }
+            bool missed = false;
+            s = route(request, chosen, missed);
+            // The cached descriptor may predate the buffer the request
+            // names (the peer registered it since): re-read it, within
+            // metadata/miss_refresh_interval_ms, and route once more. A
+            // miss that persists fails with the text it had.
+            if (missed) {
+                bool refreshed = false;
+                SegmentDescRef fresh = desc;
+                Status r = segments_->refreshAfterMiss(fresh, request.target_id,
+                                                       refreshed);
+                if (!r.ok()) {
+                    LOG(WARNING) << "Batch " << batch_id << " task " << base + i
+                                 << ": re-reading the descriptor "
+                                 << "after a miss failed: " << r.message();
+                } else if (refreshed) {
+                    desc = std::move(fresh);
+                    remote_lookup.reset();
+                    targetFacts(*local, *desc, request.target_id, same_machine,
+                                same_user);
+                    s = route(request, chosen, missed);
                 }
-                const BufferDesc* source =
-                    full || !local_dram
-                        ? local_lookup.find(
-                              *local,
-                              reinterpret_cast<uintptr_t>(request.source),
-                              request.length)
-                        : nullptr;
-                // Memory no transport registered is placed by the
-                // platform, so that an unregistered device pointer is still
-                // known as one. The CPU platform has only DRAM to answer,
-                // so it is not asked (nor fetched).
-                Location located;
-                if (source != nullptr) {
-                    context.local_location = source->location;
-                } else if (!local_dram && !currentPlatformIsCpu()) {
-                    if (!platform) platform = currentPlatform();
-                    if (platform
-                            ->locate(request.source, request.length, located)
-                            .ok()) {
-                        context.local_location = located;
-                    }
-                }
-                s = selector_.select(request, context, chosen);
-                if (s.ok() || full) break;
             }
             if (s.ok()) chosen_transport = transportOf(chosen);
         }

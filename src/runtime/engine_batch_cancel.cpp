@@ -1,18 +1,19 @@
-// TransferEngineImpl::cancelTransfer(): a task ends CANCELED, and once the
-// call returns no transport touches its buffers again.
+// TransferEngineImpl::cancelTransfer(): best effort, and it never waits.
 //
-// The task's verdict (EngineBatch::TaskRef::verdict) is what makes this
-// exact: the cancel marks it kCancelRequested unless a status read already
-// settled it, and whichever status read then sees the transport finish
-// the task settles it as CANCELED. A transport that can cancel
-// (supportsCancellation()) drops a task it has not started at once; for
-// one that cannot (MPComm: a posted put or get runs to its completion) the
-// call waits, polling, for the transport to report the task done, at most
-// batch/cancel_timeout_ms. Each handle is released where it always is,
-// by the transport when it sees the task complete, so exactly once.
+// The task's verdict (EngineBatch::TaskRef::verdict) is what makes the end
+// state exact: the cancel marks it kCancelRequested unless a status read
+// already settled it, and whichever status read then sees the transport
+// finish the task settles it as CANCELED. A transport that can cancel
+// (supportsCancellation(): TCP) drops a task it has not started, which
+// then reads CANCELED before the call returns, and gives a task in flight
+// no further slice; one that cannot (MPComm: a posted put or get runs to
+// its completion) is left to finish. Either way the call returns at once
+// and the task keeps reading PENDING until its transport lets go of it, so
+// a final status still means no transport touches its buffers any more
+// (NIXL's release path cancels, polls, and parks a batch that has not
+// settled). Each handle is released where it always is, by the transport
+// when it sees the task complete, so exactly once.
 #include <glog/logging.h>
-
-#include <chrono>
 
 #include "runtime/transfer_engine_impl.h"
 
@@ -54,25 +55,14 @@ Status TransferEngineImpl::cancelTransfer(BatchID batch_id, size_t task_id) {
                          << ref.transport->getName()
                          << " could not cancel batch " << batch_id << " task "
                          << task_id << ": " << s.message()
-                         << "; waiting for it to finish";
+                         << "; it reads CANCELED once the transport finishes "
+                            "it";
         }
     }
-    const int wait_ms =
-        conf_->get("batch/cancel_timeout_ms", kDefaultCancelTimeoutMs);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    for (int round = 0;; ++round) {
-        CHECK_STATUS(taskStatus(*batch, task_id, status));
-        if (status.s != PENDING && status.s != INITIAL) return Status::OK();
-        if (std::chrono::steady_clock::now() >= deadline) break;
-        engineBackoff(round);
-    }
-    return Status::InvalidArgument(
-        "cancelTransfer: batch " + std::to_string(batch_id) + " task " +
-        std::to_string(task_id) +
-        " is still in flight after batch/cancel_timeout_ms=" +
-        std::to_string(wait_ms) +
-        " ms; it reads CANCELED once its transport finishes it");
+    // One read, not a wait: a task the transport dropped before it started
+    // is final now and settles CANCELED here, so the caller's next read
+    // finds it so.
+    return taskStatus(*batch, task_id, status);
 }
 
 }  // namespace mooncake::tent

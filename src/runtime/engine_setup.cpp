@@ -59,6 +59,14 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
             "metadata/cache_ttl_ms must not be negative, got " +
             std::to_string(ttl_ms));
     }
+    const int64_t miss_refresh_ms =
+        conf_->get<int64_t>("metadata/miss_refresh_interval_ms",
+                            SegmentManager::kDefaultMissRefreshIntervalMs);
+    if (miss_refresh_ms < 0) {
+        return Status::InvalidArgument(
+            "metadata/miss_refresh_interval_ms must not be negative, got " +
+            std::to_string(miss_refresh_ms));
+    }
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
@@ -70,10 +78,14 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     // Named once the RPC port is bound (startControlPlane()).
     segments_ = std::make_shared<SegmentManager>(
         "", std::move(fetcher), std::chrono::milliseconds(ttl_ms));
+    segments_->setMissRefreshInterval(
+        std::chrono::milliseconds(miss_refresh_ms));
     // The bounds of descriptor fetching as the components hold them.
     LOG(INFO) << "TransferEngine: metadata/cache_ttl_ms="
               << segments_->cacheTtl().count()
               << ", rpc/timeout_ms=" << p2p_fetcher->timeoutMs();
+    LOG(INFO) << "TransferEngine: metadata/miss_refresh_interval_ms="
+              << segments_->missRefreshInterval().count();
     CHECK_STATUS(startControlPlane());
     CHECK_STATUS(startNotifications());
     if (store_) CHECK_STATUS(claimSegmentName());

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <limits>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -20,6 +21,11 @@ struct SegmentManager::OpenSegment {
     // Set by closeRemote() and by the manager's destructor: thread caches
     // hold the segment strongly, and this is how they learn to drop it.
     std::atomic<bool> closed{false};
+    // CacheClock time (ns since its epoch) of the last refreshAfterMiss()
+    // re-read; kNever before the first, so that the first miss re-reads
+    // however recently the segment was opened.
+    static constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
+    std::atomic<int64_t> last_miss_refresh_ns{kNever};
 };
 
 struct SegmentManager::CacheEntry {
@@ -339,6 +345,37 @@ Status SegmentManager::invalidateRemote(SegmentID handle) {
     seg->generation.fetch_add(1, std::memory_order_acq_rel);
     // After the segment's own bump: see lookupRemote().
     remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+    return Status::OK();
+}
+
+Status SegmentManager::refreshAfterMiss(SegmentDescRef& desc, SegmentID handle,
+                                        bool& refreshed) {
+    refreshed = false;
+    if (handle == LOCAL_SEGMENT_ID) return Status::OK();
+    std::shared_ptr<OpenSegment> seg;
+    CHECK_STATUS(findRemote(handle, seg));
+    // The exact clock: the interval is the only thing between a stream of
+    // bad requests and the peer (or the store) it would make us read.
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            CacheClock::now().time_since_epoch())
+                            .count();
+    const int64_t interval_ns = miss_interval_ms_.load() * 1000000;
+    int64_t last = seg->last_miss_refresh_ns.load(std::memory_order_acquire);
+    if (last != OpenSegment::kNever && now - last < interval_ns) {
+        return Status::OK();
+    }
+    // Of threads missing at once, one re-reads; the others fail their
+    // request as if within the interval.
+    if (!seg->last_miss_refresh_ns.compare_exchange_strong(
+            last, now, std::memory_order_acq_rel)) {
+        return Status::OK();
+    }
+    miss_refreshes_.fetch_add(1, std::memory_order_relaxed);
+    // Every thread's copy is as stale as this one: drop them all, then
+    // fill this thread's.
+    CHECK_STATUS(invalidateRemote(handle));
+    CHECK_STATUS(fetchRemote(desc, handle));
+    refreshed = true;
     return Status::OK();
 }
 

@@ -27,6 +27,10 @@ const std::string TransferEngine::getSegmentName() const {
     return impl_->segmentName();
 }
 
+uint64_t TransferEngine::getDescriptorRereads() const {
+    return impl_->descriptorRereads();
+}
+
 const std::string TransferEngine::getRpcServerAddress() const {
     if (!impl_->available()) return "";
     return impl_->hostname() + ":" + std::to_string(impl_->rpcPort());

@@ -50,6 +50,9 @@ class TransferEngineImpl {
     Status notAvailable() const;
 
     const std::string& segmentName() const { return local_segment_name_; }
+    uint64_t descriptorRereads() const {
+        return segments_ ? segments_->missRefreshes() : 0;
+    }
     const std::string& hostname() const { return hostname_; }
     uint16_t rpcPort() const { return rpc_port_; }
     std::vector<std::string> installedTransportNames() const;
@@ -146,10 +149,6 @@ class TransferEngineImpl {
     // holds it (freeBatch()); a status read skips instead.
     void fireNotifyHooks(EngineBatch& batch, bool wait);
     Status startNotifications();
-
-    // Default of batch/cancel_timeout_ms: how long cancelTransfer() waits
-    // for a transport that cannot stop a task in flight to finish it.
-    static constexpr int kDefaultCancelTimeoutMs = 5000;
 
     // Default of batch/free_timeout_ms: how long freeBatch() waits for
     // tasks in flight before refusing.

@@ -142,6 +142,8 @@ TEST(ConfigKeysTest, EngineKeysOutOfBoundsLeaveTheEngineUnavailable) {
     const std::vector<Refusal> refusals = {
         {"metadata/cache_ttl_ms", -1,
          "metadata/cache_ttl_ms must not be negative, got -1"},
+        {"metadata/miss_refresh_interval_ms", -1,
+         "metadata/miss_refresh_interval_ms must not be negative, got -1"},
         {"rpc/timeout_ms", 0, "rpc/timeout_ms must be positive, got 0"},
         {"rpc/timeout_ms", -1, "rpc/timeout_ms must be positive, got -1"},
     };
@@ -169,6 +171,8 @@ TEST(ConfigKeysTest, EngineDescriptorBoundsDefaultToTheDocumentedOnes) {
     EXPECT_EQ(log.count("TransferEngine: metadata/cache_ttl_ms=10000, "
                         "rpc/timeout_ms=5000"),
               1);
+    EXPECT_EQ(
+        log.count("TransferEngine: metadata/miss_refresh_interval_ms=1000"), 1);
     // A set value is what they hold instead.
     testing::LogCapture set_log;
     EXPECT_TRUE(engineWith("metadata/cache_ttl_ms", 250)->available());

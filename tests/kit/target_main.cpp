@@ -132,6 +132,23 @@ std::string checkPattern(const uint8_t* buf, const std::string& command) {
     return "ok";
 }
 
+// "second" (see target_process.h): a second kBufferSize buffer, pattern
+// seed 9, registered after the first; the answer line is its address.
+std::string addSecondBuffer(TransferEngine& engine, void*& second) {
+    if (second != nullptr) return "a second buffer is already registered";
+    void* buf = nullptr;
+    Status s = engine.allocateLocalMemory(&buf, kBufferSize);
+    if (!s.ok()) return s.ToString();
+    fillPattern(buf, kBufferSize, 9);
+    s = engine.registerLocalMemory(buf, kBufferSize);
+    if (!s.ok()) {
+        engine.freeLocalMemory(buf);
+        return s.ToString();
+    }
+    second = buf;
+    return std::to_string(reinterpret_cast<uintptr_t>(buf));
+}
+
 // The target's life: serves one pattern buffer, answers commands, and at
 // EOF on the command pipe cleans up and exits 0. See target_process.h.
 [[noreturn]] void serveTarget(const TargetOptions& options, int report_fd,
@@ -175,6 +192,7 @@ std::string checkPattern(const uint8_t* buf, const std::string& command) {
         say(report.str());
         // The parent's test bounds its own life; this bound only keeps an
         // orphaned child from outliving it by much.
+        void* second = nullptr;  // "second"
         std::string command;
         while (readLine(
             command_fd, command,
@@ -183,6 +201,13 @@ std::string checkPattern(const uint8_t* buf, const std::string& command) {
                 say(reregister(engine, buf, command));
             } else if (command.rfind("check ", 0) == 0) {
                 say(checkPattern(static_cast<uint8_t*>(buf), command));
+            } else if (command == "unreg" || command == "reg") {
+                Status r = command == "unreg"
+                               ? engine.unregisterLocalMemory(buf, kBufferSize)
+                               : engine.registerLocalMemory(buf, kBufferSize);
+                say(r.ok() ? "ok" : r.ToString());
+            } else if (command == "second") {
+                say(addSecondBuffer(engine, second));
             } else if (command == "rss") {
                 say(memoryLine());
             } else if (command.rfind("verify ", 0) == 0) {
@@ -194,6 +219,10 @@ std::string checkPattern(const uint8_t* buf, const std::string& command) {
         }
         engine.unregisterLocalMemory(buf, kBufferSize);
         engine.freeLocalMemory(buf);
+        if (second != nullptr) {
+            engine.unregisterLocalMemory(second, kBufferSize);
+            engine.freeLocalMemory(second);
+        }
     }
     _exit(0);
 }

@@ -18,7 +18,10 @@
 // Commands, one line each, one answer line each: "rereg" unregisters the
 // buffer and registers it again at the same address ("ok" or the error);
 // "rereg <seed>" does the same but refills the buffer with pattern <seed>
-// between the two (a seed outside [0, 255] is refused, naming it); "rss"
+// between the two (a seed outside [0, 255] is refused, naming it); "unreg"
+// and "reg" unregister / register the buffer ("ok" or the error); "second"
+// allocates and registers a second kBufferSize buffer with pattern seed 9
+// (its address in decimal, or the error; once); "rss"
 // answers "<VmRSS kB> <VmHWM kB>"; "check <offset> <length> <seed>" reads
 // the buffer's own bytes there and answers "ok" when they hold pattern
 // <seed>, else "bad <index> holds <byte>" (what a WRITE left at the

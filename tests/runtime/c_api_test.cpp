@@ -312,11 +312,13 @@ TEST_F(CApiTest, NotificationsCancellationAndNicStats) {
     EXPECT_EQ(std::string(tent_last_error()),
               "tent_send_notifs: name and message must not be NULL");
 
-    // Cancel: afterwards the task is final; a final one stays as it was.
+    // Cancel racing a small write: it returns at once and the task ends
+    // CANCELED, or COMPLETED when the write finished before the cancel
+    // (CancelOfATaskNotYetStartedEndsItCanceledAtOnce pins the case where
+    // the cancel must win); a final one stays as it was.
     ASSERT_EQ(tent_submit(initiator, batch, &w, 1), 0) << tent_last_error();
     ASSERT_EQ(tent_cancel_task(initiator, batch, 1), 0) << tent_last_error();
-    tent_status_t st{};
-    ASSERT_EQ(tent_task_status(initiator, batch, 1, &st), 0);
+    tent_status_t st = waitTask(initiator, batch, 1);
     EXPECT_TRUE(st.status == STATUS_CANCELED || st.status == STATUS_COMPLETED)
         << st.status;
     ASSERT_EQ(tent_cancel_task(initiator, batch, 0), 0) << tent_last_error();
@@ -337,6 +339,70 @@ TEST_F(CApiTest, NotificationsCancellationAndNicStats) {
     EXPECT_EQ(tent_unregister_memory_batch(target, addrs, sizes, 1), 0);
     tent_destroy_engine(initiator);
     tent_destroy_engine(target);
+}
+
+// A task no transport has started: the cancel must win, at once. TCP with
+// one worker, busy with a 64 MiB READ submitted ahead of it, keeps the
+// second task queued; the cancel drops it, it reads CANCELED when the call
+// returns, and its buffer (a canary pattern) is never written, though the
+// READ ahead of it moves the target's bytes (0x77) meanwhile. On its own
+// thread: tent_set_config() stays for the thread's later engines.
+TEST_F(CApiTest, CancelOfATaskNotYetStartedEndsItCanceledAtOnce) {
+    std::thread([] {
+        const size_t kBig = 64u << 20;
+        const size_t kSmall = 1u << 20;
+        tent_set_config("rpc_server_hostname", "127.0.0.1");
+        tent_set_config("transports/shm/enable", "false");
+        tent_engine_t target = tent_create_engine();
+        ASSERT_NE(target, nullptr) << tent_last_error();
+        tent_set_config("transports/tcp/workers", "1");
+        tent_engine_t initiator = tent_create_engine();
+        ASSERT_NE(initiator, nullptr) << tent_last_error();
+        char name[256];
+        ASSERT_EQ(tent_segment_name(target, name, sizeof(name)), 0);
+
+        std::vector<unsigned char> remote(kBig, 0x77), big(kBig, 0);
+        std::vector<unsigned char> queued(kSmall, 0xA5);
+        ASSERT_EQ(tent_register_memory(target, remote.data(), kBig), 0)
+            << tent_last_error();
+        ASSERT_EQ(tent_register_memory(initiator, big.data(), kBig), 0)
+            << tent_last_error();
+        ASSERT_EQ(tent_register_memory(initiator, queued.data(), kSmall), 0)
+            << tent_last_error();
+        tent_segment_id_t seg = 0;
+        ASSERT_EQ(tent_open_segment(initiator, &seg, name), 0)
+            << tent_last_error();
+        tent_request_t reads[2] = {};
+        for (int i = 0; i < 2; ++i) {
+            reads[i].opcode = OPCODE_READ;
+            reads[i].target_id = seg;
+            reads[i].target_offset = reinterpret_cast<uint64_t>(remote.data());
+        }
+        reads[0].source = big.data();
+        reads[0].length = kBig;
+        reads[1].source = queued.data();
+        reads[1].length = kSmall;
+        tent_batch_id_t batch = tent_allocate_batch(initiator, 2);
+        ASSERT_EQ(tent_submit(initiator, batch, reads, 2), 0)
+            << tent_last_error();
+        ASSERT_EQ(tent_cancel_task(initiator, batch, 1), 0)
+            << tent_last_error();
+        tent_status_t st{};
+        ASSERT_EQ(tent_task_status(initiator, batch, 1, &st), 0);
+        EXPECT_EQ(st.status, STATUS_CANCELED);
+        EXPECT_EQ(waitTask(initiator, batch, 0).status, STATUS_COMPLETED);
+        EXPECT_EQ(big[kBig - 1], 0x77);
+        // The READ ahead of it is done and the worker idle: nothing is left
+        // that could still write the cancelled task's buffer.
+        for (size_t i = 0; i < kSmall; ++i) {
+            ASSERT_EQ(queued[i], 0xA5) << "byte " << i;
+        }
+        ASSERT_EQ(tent_task_status(initiator, batch, 1, &st), 0);
+        EXPECT_EQ(st.status, STATUS_CANCELED);
+        EXPECT_EQ(tent_free_batch(initiator, batch), 0) << tent_last_error();
+        tent_destroy_engine(initiator);
+        tent_destroy_engine(target);
+    }).join();
 }
 
 TEST_F(CApiTest, LastErrorNamesTheProblem) {

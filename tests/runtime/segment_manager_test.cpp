@@ -373,3 +373,79 @@ TEST(SegmentManagerTest, ManagersDoNotShareCacheEntries) {
 
 }  // namespace
 }  // namespace mooncake::tent
+
+namespace mooncake::tent {
+namespace {
+
+// refreshAfterMiss(): one re-read per segment per interval, which drops
+// every thread's copy; none for the local segment.
+TEST(SegmentManagerTest, AMissRereadsOncePerSegmentPerInterval) {
+    auto fetcher = testing::DescriptorFetcher::numberedFetches();
+    SegmentManager mgr("local", fetcher, std::chrono::hours(1));
+    EXPECT_EQ(mgr.missRefreshInterval(), std::chrono::milliseconds(1000));
+    mgr.setMissRefreshInterval(std::chrono::hours(1));
+    SegmentID a = 0, b = 0;
+    ASSERT_TRUE(mgr.openRemote(a, "peer:1").ok());
+    ASSERT_TRUE(mgr.openRemote(b, "peer:2").ok());
+    ASSERT_EQ(fetcher->calls(), 2);
+
+    // The first miss re-reads, however recently the segment was opened.
+    SegmentDescRef desc;
+    bool refreshed = false;
+    ASSERT_TRUE(mgr.refreshAfterMiss(desc, a, refreshed).ok());
+    EXPECT_TRUE(refreshed);
+    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_EQ(desc->getMemory().transport_attrs.at(TCP), "fetch#3");
+    EXPECT_EQ(mgr.missRefreshes(), 1u);
+    // ...into this thread's cache.
+    SegmentDescRef cached;
+    ASSERT_TRUE(mgr.getRemoteCached(cached, a).ok());
+    EXPECT_TRUE(cached == desc);
+    EXPECT_EQ(fetcher->calls(), 3);
+
+    // Within the interval: nothing fetched, `desc` untouched.
+    for (int i = 0; i < 10; ++i) {
+        SegmentDescRef held = desc;
+        ASSERT_TRUE(mgr.refreshAfterMiss(held, a, refreshed).ok());
+        EXPECT_FALSE(refreshed);
+        EXPECT_TRUE(held == desc);
+    }
+    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_EQ(mgr.missRefreshes(), 1u);
+    // Another segment has its own interval, and its re-read drops the copy
+    // another thread holds.
+    std::promise<void> filled, reread;
+    std::thread holder([&] {
+        SegmentDescRef d;
+        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // fetch #4
+        filled.set_value();
+        reread.get_future().wait();
+        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // fetch #6
+        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#6");
+    });
+    filled.get_future().wait();
+    EXPECT_TRUE(mgr.refreshAfterMiss(desc, b, refreshed).ok());  // #5
+    EXPECT_TRUE(refreshed);
+    EXPECT_EQ(mgr.missRefreshes(), 2u);
+    reread.set_value();
+    holder.join();
+    EXPECT_EQ(fetcher->calls(), 6);
+    // The local segment is always current.
+    ASSERT_TRUE(mgr.refreshAfterMiss(desc, LOCAL_SEGMENT_ID, refreshed).ok());
+    EXPECT_FALSE(refreshed);
+    EXPECT_EQ(mgr.missRefreshes(), 2u);
+    EXPECT_EQ(mgr.refreshAfterMiss(desc, 99, refreshed).message(),
+              "unknown segment id 99");
+
+    // An interval of 0: every miss re-reads.
+    mgr.setMissRefreshInterval(std::chrono::milliseconds(0));
+    for (int i = 0; i < 3; ++i) {
+        ASSERT_TRUE(mgr.refreshAfterMiss(desc, a, refreshed).ok());
+        EXPECT_TRUE(refreshed);
+    }
+    EXPECT_EQ(mgr.missRefreshes(), 5u);
+    EXPECT_EQ(fetcher->calls(), 9);
+}
+
+}  // namespace
+}  // namespace mooncake::tent

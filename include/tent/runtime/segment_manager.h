@@ -13,7 +13,11 @@
 // assigns a SegmentID (never LOCAL_SEGMENT_ID; reopening a closed name gives
 // a fresh id). getRemoteCached() serves from a per-thread cache whose
 // entries live for `cache_ttl`; invalidateRemote() drops every thread's
-// entry for that id.
+// entry for that id. A request naming memory the cached copy does not hold
+// (the peer registered it after the copy was read) calls
+// refreshAfterMiss(), which re-reads the descriptor at most once per
+// segment per `miss_refresh_interval`, so a wrong address cannot make
+// every request fetch.
 #pragma once
 
 #include <atomic>
@@ -112,6 +116,27 @@ class SegmentManager {
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
     Status invalidateRemote(SegmentID handle);
 
+    // After a look-up in the descriptor of `handle` missed (no buffer of it
+    // covers a request's range): drops every thread's cached copy and
+    // re-reads it into `desc` (refreshed true), unless this segment was
+    // re-read so within the last miss_refresh_interval, another thread is
+    // re-reading it now, or `handle` is LOCAL_SEGMENT_ID (always current):
+    // then OK, `desc` untouched and refreshed false. A failed fetch is
+    // returned as getRemote() returns it.
+    Status refreshAfterMiss(SegmentDescRef& desc, SegmentID handle,
+                            bool& refreshed);
+    // Re-reads refreshAfterMiss() started, over every segment.
+    uint64_t missRefreshes() const {
+        return miss_refreshes_.load(std::memory_order_relaxed);
+    }
+    void setMissRefreshInterval(std::chrono::milliseconds interval) {
+        miss_interval_ms_ = interval.count();
+    }
+    std::chrono::milliseconds missRefreshInterval() const {
+        return std::chrono::milliseconds(miss_interval_ms_.load());
+    }
+    static constexpr int64_t kDefaultMissRefreshIntervalMs = 1000;
+
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
     std::chrono::milliseconds cacheTtl() const {
         return std::chrono::milliseconds(ttl_ms_.load());
@@ -130,6 +155,8 @@ class SegmentManager {
 
     std::shared_ptr<SegmentFetcher> fetcher_;
     std::atomic<int64_t> ttl_ms_;
+    std::atomic<int64_t> miss_interval_ms_{kDefaultMissRefreshIntervalMs};
+    std::atomic<uint64_t> miss_refreshes_{0};
     const uint64_t instance_id_;
 
     mutable std::mutex local_mu_;  // guards local_ (pointer swap)
