@@ -23,11 +23,7 @@ namespace {
 class MissRefreshStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
     void SetUp() override {
-        if (!StoreServer::installed(GetParam())) {
-            GTEST_SKIP() << StoreServer::binaryFor(GetParam())
-                         << " is not installed (scripts/install_deps.sh "
-                            "installs it)";
-        }
+        TENT_SKIP_OR_FAIL_WITHOUT_STORE(GetParam());
         server_ = std::make_unique<StoreServer>(GetParam());
         Status s = server_->start();
         ASSERT_TRUE(s.ok()) << s.ToString();
