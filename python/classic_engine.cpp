@@ -41,9 +41,10 @@ TransportType parseHint(const std::string& name, const char* method) {
     if (name.empty()) return UNSPEC;
     TransportType type = parseTransportType(name);
     if (type == UNSPEC && name != "unspec") {
-        fail(Code::kInvalidArgument, method,
-             "unknown transport_hint '" + name +
-                 "' (tcp, mpcomm, shm, rdma, ..., unspec, or empty for none)");
+        // A ValueError, not a sentinel: classic's binding throws here too.
+        throw py::value_error(
+            std::string(method) + ": unknown transport_hint '" + name +
+            "' (tcp, mpcomm, shm, rdma, ..., unspec, or empty for none)");
     }
     return type;
 }
