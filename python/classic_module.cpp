@@ -129,14 +129,17 @@ void bindClassicEngine(py::module_& m) {
     using OptLen = std::optional<size_t>;
     using OptLens = std::optional<std::vector<size_t>>;
     using Addrs = std::vector<uint64_t>;
+    // Classic's device_name is a char*, which takes None (no filter).
+    using OptStr = std::optional<std::string>;
     py::class_<Engine> cls(m, "TransferEngine", py::module_local());
     cls.def(py::init<>())
         .def(
             "initialize",
             [](Engine& e, const std::string& host, const std::string& server,
-               const std::string& protocol, const std::string& device) {
+               const std::string& protocol, const OptStr& device) {
                 return orSentinel("initialize", -1, [&] {
-                    return e.initialize(host, server, protocol, device);
+                    return e.initialize(host, server, protocol,
+                                        device.value_or(""));
                 });
             },
             py::arg("hostname"), py::arg("metadata_server"),
@@ -144,11 +147,11 @@ void bindClassicEngine(py::module_& m) {
         .def(
             "initialize_ext",
             [](Engine& e, const std::string& host, const std::string& server,
-               const std::string& protocol, const std::string& device,
+               const std::string& protocol, const OptStr& device,
                const std::string& type) {
                 return orSentinel("initialize_ext", -1, [&] {
-                    return e.initializeExt(host, server, protocol, device,
-                                           type);
+                    return e.initializeExt(host, server, protocol,
+                                           device.value_or(""), type);
                 });
             },
             py::arg("hostname"), py::arg("metadata_server"),

@@ -40,9 +40,12 @@ def test_initialize_refusals_return_minus_one():
     assert eng.initialize("127.0.0.1", "zookeeper://127.0.0.1:2181", "tcp",
                           "") == -1
     assert eng.initialize("127.0.0.1:port", "P2PHANDSHAKE", "tcp", "") == -1
-    # The refusals left the engine usable.
-    assert eng.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
+    # The refusals left the engine usable; device_name may be None, as
+    # classic's char* allows.
+    assert eng.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", None) == 0
     assert eng.get_rpc_port() > 0
+    # An allocation that cannot be had is 0, not MemoryError.
+    assert eng.allocate_managed_buffer(1 << 62) == 0
     assert eng.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == -1
     eng.close()
 
