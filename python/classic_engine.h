@@ -134,6 +134,9 @@ class ClassicEngine {
     std::shared_ptr<TransferEngine> engine_;
     bool closed_ = false;
     std::map<std::string, SegmentID> handles_;
+    // allocate_managed_buffer's buffers: address -> length. Only these are
+    // freed by free_managed_buffer.
+    std::map<uint64_t, size_t> managed_;
     std::map<SegmentID, SegmentInfo> remote_info_;
     std::map<BatchID, Pending> pending_;
     // GIL-protected: views held for async batches and registered objects.

@@ -174,3 +174,20 @@ def test_wrong_kinds_still_raise_as_in_classic(tcp_pair, managed):
     with pytest.raises(ValueError, match="unknown transport_hint 'warp'"):
         eng.transfer_sync_write(target.segment, managed, target.addr, 16,
                                 transport_hint="warp")
+
+
+def test_free_managed_buffer_frees_only_managed_buffers(tcp_pair):
+    eng, target = tcp_pair
+    own = np.zeros(4096, dtype=np.uint8)
+    assert eng.register_memory(own.ctypes.data, 4096) == 0
+    assert eng.free_managed_buffer(own.ctypes.data, 4096) == -1
+    # The caller's registration is untouched: a READ into it still works.
+    assert eng.transfer_sync_read(target.segment, own.ctypes.data,
+                                  target.addr, 4096) == 0
+    assert own.tobytes() == patterns.pattern(7, target.size)[:4096]
+    assert eng.unregister_memory(own.ctypes.data) == 0
+    buf = eng.allocate_managed_buffer(4096)
+    assert buf != 0
+    assert eng.free_managed_buffer(buf, 8192) == -1
+    assert eng.free_managed_buffer(buf, 4096) == 0
+    assert eng.free_managed_buffer(buf, 4096) == -1
