@@ -41,9 +41,10 @@ TransportType parseHint(const std::string& name, const char* method) {
     if (name.empty()) return UNSPEC;
     TransportType type = parseTransportType(name);
     if (type == UNSPEC && name != "unspec") {
-        fail(Code::kInvalidArgument, method,
-             "unknown transport_hint '" + name +
-                 "' (tcp, mpcomm, shm, rdma, ..., unspec, or empty for none)");
+        // A ValueError, not a sentinel: classic's binding throws here too.
+        throw py::value_error(
+            std::string(method) + ": unknown transport_hint '" + name +
+            "' (tcp, mpcomm, shm, rdma, ..., unspec, or empty for none)");
     }
     return type;
 }
@@ -103,15 +104,31 @@ uint64_t ClassicEngine::allocateManagedBuffer(size_t length) {
         eng->freeLocalMemory(addr);
         check(s, "allocate_managed_buffer");
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    managed_[reinterpret_cast<uint64_t>(addr)] = length;
     return reinterpret_cast<uint64_t>(addr);
 }
 
 int ClassicEngine::freeManagedBuffer(uint64_t addr, size_t length) {
-    auto eng = engine("free_managed_buffer");
+    const char* method = "free_managed_buffer";
+    auto eng = engine(method);
     py::gil_scoped_release release;
+    {
+        // Checked before anything is unregistered: memory the caller
+        // registered itself must stay registered.
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = managed_.find(addr);
+        if (it == managed_.end() || it->second != length) {
+            fail(Code::kInvalidArgument, method,
+                 "[" + hex(addr) + ", +" + std::to_string(length) +
+                     ") is not a buffer allocate_managed_buffer returned");
+        }
+    }
     void* ptr = reinterpret_cast<void*>(addr);
-    check(eng->unregisterLocalMemory(ptr, length), "free_managed_buffer");
-    check(eng->freeLocalMemory(ptr), "free_managed_buffer");
+    check(eng->unregisterLocalMemory(ptr, length), method);
+    check(eng->freeLocalMemory(ptr), method);
+    std::lock_guard<std::mutex> lock(mu_);
+    managed_.erase(addr);
     return 0;
 }
 

@@ -3,12 +3,14 @@
 // tree's TENT runtime. Method names, arguments and return values follow the
 // classic binding; docs/python.md says where and why they differ.
 //
-// Error convention: a call that is refused (bad argument, unknown segment,
-// a range outside registered memory, a closed engine, any Status error
-// before a byte moves) raises the module's TransferError subclass for the
-// code; a transfer that was accepted and then failed or ran out of time
-// returns the classic negative code (-1; -2 for transfer_check_status's
-// timeout) and the runtime logs why.
+// Error convention: the methods raise a StatusError for any refusal (bad
+// argument, unknown segment, a range outside registered memory, a closed
+// engine, any Status error before a byte moves); the binding
+// (classic_module.cpp) logs it and returns classic's sentinel for the
+// method (-1, 0, b"", ...). A transfer that was accepted and then failed or
+// ran out of time returns the classic negative code (-1; -2 for
+// transfer_check_status's timeout) and the runtime logs why. An unknown
+// transport_hint raises ValueError, as classic's binding does.
 //
 // Threads: any method may be called from several Python threads. Waits run
 // with the GIL released; the maps of held Python buffers are only touched
@@ -87,6 +89,11 @@ class ClassicEngine {
 
     std::string getLocalTopology(const std::optional<std::string>& device);
     uint64_t getFirstBufferAddress(const std::string& segment_name);
+    // Classic's raw-address helpers, limited to memory this engine
+    // allocated or registered. `src` is bytes, bytearray, any buffer
+    // object, or a str (its UTF-8 bytes), as classic's char* takes.
+    int writeBytesToBuffer(uint64_t dest, const py::object& src, size_t length);
+    py::bytes readBytesFromBuffer(uint64_t source, size_t length);
     std::vector<Notification> getNotifies();
     int sendProbe(const std::string& peer_server_name);
     std::shared_ptr<TransferEngine> engine(const char* method) const;
@@ -127,6 +134,9 @@ class ClassicEngine {
     std::shared_ptr<TransferEngine> engine_;
     bool closed_ = false;
     std::map<std::string, SegmentID> handles_;
+    // allocate_managed_buffer's buffers: address -> length. Only these are
+    // freed by free_managed_buffer.
+    std::map<uint64_t, size_t> managed_;
     std::map<SegmentID, SegmentInfo> remote_info_;
     std::map<BatchID, Pending> pending_;
     // GIL-protected: views held for async batches and registered objects.

@@ -2,6 +2,8 @@
 // transfer half is classic_engine.cpp).
 #include <glog/logging.h>
 
+#include <cstring>
+
 #include "classic_engine.h"
 #include "tent/common/config.h"
 
@@ -135,6 +137,44 @@ uint64_t ClassicEngine::getFirstBufferAddress(const std::string& segment_name) {
     check(eng->getSegmentInfo(handle, info), method);
     if (info.buffers.empty()) return 0;
     return info.buffers.front().base;
+}
+
+int ClassicEngine::writeBytesToBuffer(uint64_t dest, const py::object& src,
+                                      size_t length) {
+    const char* method = "write_bytes_to_buffer";
+    auto eng = engine(method);
+    // Classic's src_ptr is a char*: str (UTF-8) and bytes; any buffer
+    // object works here too.
+    std::string text;
+    const char* data = nullptr;
+    size_t size = 0;
+    LocalMemory view;
+    if (py::isinstance<py::str>(src)) {
+        text = src.cast<std::string>();
+        data = text.data();
+        size = text.size();
+    } else if (!src.is_none()) {
+        view = py_support::localMemory(src, std::nullopt, nullptr, method);
+        data = reinterpret_cast<const char*>(view.addr);
+        size = view.length;
+    } else {
+        py_support::fail(Code::kInvalidArgument, method, "src_ptr is None");
+    }
+    if (length > size) {
+        py_support::fail(Code::kInvalidArgument, method,
+                         "length " + std::to_string(length) + " exceeds the " +
+                             std::to_string(size) + " source bytes");
+    }
+    checkLocalRange(*eng, dest, length, method);
+    std::memcpy(reinterpret_cast<void*>(dest), data, length);
+    return 0;
+}
+
+py::bytes ClassicEngine::readBytesFromBuffer(uint64_t source, size_t length) {
+    const char* method = "read_bytes_from_buffer";
+    auto eng = engine(method);
+    checkLocalRange(*eng, source, length, method);
+    return py::bytes(reinterpret_cast<const char*>(source), length);
 }
 
 std::vector<Notification> ClassicEngine::getNotifies() {

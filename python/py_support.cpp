@@ -1,6 +1,7 @@
 #include "py_support.h"
 
 #include <map>
+#include <new>
 #include <string_view>
 
 namespace mooncake::tent::py_support {
@@ -91,6 +92,12 @@ void registerStatusErrors(py::module_& m, const char* base_name) {
             std::rethrow_exception(p);
         } catch (const StatusError& e) {
             raise(e);
+        } catch (const std::bad_alloc&) {
+            // The module's documented classes, not MemoryError, for a
+            // runtime allocation that failed.
+            raise(StatusError(Status(Status::Code::kInternalError,
+                                     "out of memory (std::bad_alloc)"),
+                              "TENT runtime"));
         }
     });
 }

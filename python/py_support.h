@@ -43,7 +43,8 @@ inline void check(const Status& s, const std::string& where) {
 
 // Adds `base_name` (a RuntimeError) and `<Code>Error` for every code to `m`
 // (InvalidArgumentError is also a ValueError, NotImplementedError also the
-// built-in NotImplementedError) and installs the translator.
+// built-in NotImplementedError) and installs the translator, which also
+// raises InternalError for a std::bad_alloc.
 void registerStatusErrors(py::module_& m, const char* base_name);
 
 // Memory named by a Python argument. From an object with the buffer

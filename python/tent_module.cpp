@@ -8,13 +8,20 @@
 #include <pybind11/stl.h>
 
 #include <cstdlib>
+#include <new>
+#include <optional>
+#include <sstream>
 
 #include "py_support.h"
 #include "tent/transfer_engine.h"
+#include "tent_request.h"
 
 namespace py = pybind11;
 using namespace mooncake::tent;
 using py_support::check;
+using tent_py::bindRequest;
+using tent_py::PyRequest;
+using tent_py::toRequests;
 
 namespace {
 
@@ -36,14 +43,27 @@ std::pair<uint64_t, size_t> memoryArg(const py::handle& obj,
     return {m.addr, m.length};
 }
 
-// A request's source: read-only memory cannot receive a READ.
-void setSource(Request& r, const py::handle& source) {
-    r.source =
-        ptr(memoryArg(source, std::nullopt,
-                      r.opcode == Request::READ ? "the destination of a READ"
-                                                : nullptr,
-                      "Request.source")
-                .first);
+// allocateBatch answers 0 when it cannot, and its table may throw
+// std::bad_alloc for a huge size: both raise, naming the size.
+BatchID allocateBatchOrRaise(TransferEngine& e, size_t n, const char* method) {
+    if (n == 0) {
+        py_support::fail(Status::Code::kInvalidArgument, method,
+                         "batch size must be positive");
+    }
+    BatchID id = 0;
+    try {
+        id = e.allocateBatch(n);
+    } catch (const std::bad_alloc&) {
+        py_support::fail(Status::Code::kTooManyRequests, method,
+                         "cannot allocate a batch of " + std::to_string(n) +
+                             " requests: out of memory");
+    }
+    if (id == 0) {
+        py_support::fail(Status::Code::kTooManyRequests, method,
+                         "cannot allocate a batch of " + std::to_string(n) +
+                             " requests (the log says why)");
+    }
+    return id;
 }
 
 // Upstream's allocate_memory_guard / allocate_batch_guard: context
@@ -143,47 +163,7 @@ void bindTypes(py::module_& m) {
         .def_readwrite("name", &Notification::name)
         .def_readwrite("msg", &Notification::msg);
 
-    py::class_<Request>(m, "Request", py::module_local())
-        .def(py::init<>())
-        .def(py::init([](Request::OpCode opcode, py::handle source,
-                         uint64_t target_id, uint64_t target_offset,
-                         size_t length, int priority, TransportType hint,
-                         std::optional<std::string> policy_name,
-                         uint64_t deadline_ns, IntentType intent_type) {
-                 Request r;
-                 r.opcode = opcode;
-                 setSource(r, source);
-                 r.target_id = target_id;
-                 r.target_offset = target_offset;
-                 r.length = length;
-                 r.priority = priority;
-                 r.transport_hint = hint;
-                 r.policy_name = std::move(policy_name);
-                 r.deadline_ns = deadline_ns;
-                 r.intent_type = intent_type;
-                 return r;
-             }),
-             py::arg("opcode"), py::arg("source"), py::arg("target_id"),
-             py::arg("target_offset"), py::arg("length"),
-             py::arg("priority") = PRIO_HIGH,
-             py::arg("transport_hint") = UNSPEC,
-             py::arg("policy_name") = std::nullopt, py::arg("deadline_ns") = 0,
-             py::arg("intent_type") = IntentType::INTENT_UNSPEC)
-        .def_readwrite("opcode", &Request::opcode)
-        .def_property(
-            "source",
-            [](const Request& r) {
-                return reinterpret_cast<uint64_t>(r.source);
-            },
-            [](Request& r, py::handle source) { setSource(r, source); })
-        .def_readwrite("target_id", &Request::target_id)
-        .def_readwrite("target_offset", &Request::target_offset)
-        .def_readwrite("length", &Request::length)
-        .def_readwrite("priority", &Request::priority)
-        .def_readwrite("transport_hint", &Request::transport_hint)
-        .def_readwrite("policy_name", &Request::policy_name)
-        .def_readwrite("deadline_ns", &Request::deadline_ns)
-        .def_readwrite("intent_type", &Request::intent_type);
+    bindRequest(m);
 
     py::class_<TransferStatus>(m, "TransferStatus", py::module_local())
         .def(py::init<>())
@@ -390,8 +370,12 @@ void bindTentEngine(py::module_& m) {
             },
             py::arg("addr_list"), py::arg("size_list"), py::arg("options"),
             Release())
-        .def("allocate_transfer_batch", &E::allocateBatch,
-             py::arg("batch_size"), Release())
+        .def(
+            "allocate_transfer_batch",
+            [](E& e, size_t n) {
+                return allocateBatchOrRaise(e, n, "allocate_transfer_batch");
+            },
+            py::arg("batch_size"), Release())
         .def(
             "free_transfer_batch",
             [](E& e, uint64_t id) {
@@ -401,38 +385,41 @@ void bindTentEngine(py::module_& m) {
         .def(
             "allocate_batch_guard",
             [](E& e, size_t n) {
-                BatchID id = e.allocateBatch(n);
-                if (id == 0) {
-                    py_support::fail(
-                        Status::Code::kInternalError, "allocate_batch_guard",
-                        "cannot allocate a batch of " + std::to_string(n));
-                }
+                BatchID id = allocateBatchOrRaise(e, n, "allocate_batch_guard");
                 return std::make_unique<BatchGuard>(&e, id);
             },
             py::arg("batch_size"), py::keep_alive<0, 1>(), Release())
         .def(
             "submit_transfer",
-            [](E& e, uint64_t id, const std::vector<Request>& list) {
-                check(e.submitTransfer(id, list), "submit_transfer");
+            [](E& e, uint64_t id, const std::vector<PyRequest>& list) {
+                const char* method = "submit_transfer";
+                py::gil_scoped_release release;
+                check(e.submitTransfer(id, toRequests(e, list, method)),
+                      method);
             },
-            py::arg("batch_id"), py::arg("request_list"), Release())
+            py::arg("batch_id"), py::arg("request_list"))
         .def(
             "submit_transfer",
-            [](E& e, uint64_t id, const std::vector<Request>& list,
+            [](E& e, uint64_t id, const std::vector<PyRequest>& list,
                const Notification& n) {
-                check(e.submitTransfer(id, list, n), "submit_transfer");
+                const char* method = "submit_transfer";
+                py::gil_scoped_release release;
+                check(e.submitTransfer(id, toRequests(e, list, method), n),
+                      method);
             },
-            py::arg("batch_id"), py::arg("request_list"), py::arg("notifi"),
-            Release())
+            py::arg("batch_id"), py::arg("request_list"), py::arg("notifi"))
         .def(
             "submit_transfer_notif",
-            [](E& e, uint64_t id, const std::vector<Request>& list,
+            [](E& e, uint64_t id, const std::vector<PyRequest>& list,
                const std::string& name, const std::string& message) {
-                check(e.submitTransfer(id, list, Notification{name, message}),
-                      "submit_transfer_notif");
+                const char* method = "submit_transfer_notif";
+                py::gil_scoped_release release;
+                check(e.submitTransfer(id, toRequests(e, list, method),
+                                       Notification{name, message}),
+                      method);
             },
             py::arg("batch_id"), py::arg("request_list"), py::arg("name"),
-            py::arg("message"), Release())
+            py::arg("message"))
         .def(
             "cancel_transfer",
             [](E& e, uint64_t id, size_t task) {
