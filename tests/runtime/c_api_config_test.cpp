@@ -105,8 +105,8 @@ TEST_F(CApiConfigTest, AnEngineThatCannotComeUpIsNullWithTheReason) {
         EXPECT_EQ(tent_create_engine(), nullptr);
         EXPECT_EQ(std::string(tent_last_error()),
                   "InternalError: TransferEngine is not available: "
-                  "metadata_type etcd-nowhere is not supported (p2p, etcd "
-                  "and redis are)");
+                  "metadata_type etcd-nowhere is not supported (p2p, etcd, "
+                  "redis and http are)");
         // The setting stays for this thread; a later one replaces it.
         tent_set_config("metadata_type", "p2p");
         tent_engine_t e = tent_create_engine();

@@ -12,20 +12,25 @@ namespace mooncake::tent {
 
 namespace {
 
-// The recovery point of the copy a thread is running. Fields the handler
-// writes are volatile: they are read after siglongjmp().
+// The recovery point of the copy a thread is running. The handler writes
+// fault_addr, read after siglongjmp(): an atomic, so no register copy of it
+// survives the jump (lock-free atomics are async-signal-safe).
 struct Guard {
     sigjmp_buf env;
     uintptr_t dst_begin = 0, dst_end = 0;
     uintptr_t src_begin = 0, src_end = 0;
-    volatile uintptr_t fault_addr = 0;
+    std::atomic<uintptr_t> fault_addr{0};
 };
 
-// Initial-exec TLS: reading it in the handler never allocates (a
-// dynamically loaded library's TLS is otherwise set up lazily, through
-// malloc, which a signal handler must not call).
-__attribute__((tls_model("initial-exec"))) thread_local Guard* t_guard =
-    nullptr;
+// The default TLS model: libtent is dlopen()ed by Python, where an
+// initial-exec block may not fit ("cannot allocate memory in static TLS
+// block"). A dynamically loaded library's TLS is set up on a thread's first
+// access, which may allocate; the copying thread has made that access
+// before it can fault, and the handler reads t_guard only while some copy
+// is guarded (g_guarded), so a SIGBUS of a thread that never copied does
+// not touch it.
+thread_local Guard* t_guard = nullptr;
+std::atomic<int> g_guarded{0};
 
 struct sigaction g_previous;
 std::once_flag g_installed;
@@ -59,12 +64,13 @@ void passOn(int sig, siginfo_t* info, void* context) {
 }
 
 void onSigbus(int sig, siginfo_t* info, void* context) {
-    Guard* guard = t_guard;
+    Guard* guard =
+        g_guarded.load(std::memory_order_acquire) > 0 ? t_guard : nullptr;
     const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
     if (guard && info->si_code > 0 &&
         (inside(addr, guard->dst_begin, guard->dst_end) ||
          inside(addr, guard->src_begin, guard->src_end))) {
-        guard->fault_addr = addr;
+        guard->fault_addr.store(addr, std::memory_order_relaxed);
         t_guard = nullptr;
         // No mask to restore: SA_NODEFER kept SIGBUS unblocked.
         siglongjmp(guard->env, 1);
@@ -94,14 +100,17 @@ bool guardedCopy(void* dst, const void* src, size_t length, CopyFault& fault) {
     guard.src_end = guard.src_begin + length;
     if (sigsetjmp(guard.env, 0) != 0) {
         // Back from onSigbus(), which cleared t_guard.
-        fault.addr = guard.fault_addr;
+        g_guarded.fetch_sub(1, std::memory_order_release);
+        fault.addr = guard.fault_addr.load(std::memory_order_relaxed);
         return false;
     }
     t_guard = &guard;
+    g_guarded.fetch_add(1, std::memory_order_acq_rel);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     std::memcpy(dst, src, length);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     t_guard = nullptr;
+    g_guarded.fetch_sub(1, std::memory_order_release);
     return true;
 }
 
