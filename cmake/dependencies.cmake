@@ -4,6 +4,8 @@ find_package(Threads REQUIRED)
 find_package(gflags REQUIRED)
 find_package(glog REQUIRED)
 find_package(jsoncpp REQUIRED)
+# The cluster token's HMAC-SHA256 and nonces (src/net/auth_handshake.cpp).
+find_package(OpenSSL REQUIRED)
 if(TARGET jsoncpp_lib)
   set(TENT_JSONCPP_TARGET jsoncpp_lib)
 else()

@@ -4,7 +4,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
-  libgoogle-glog-dev libgflags-dev libjsoncpp-dev
+  libgoogle-glog-dev libgflags-dev libjsoncpp-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libasio-dev libibverbs-dev libnuma-dev
   pybind11-dev python3-dev python3 python3-pytest python3-numpy

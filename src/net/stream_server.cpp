@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/range_check.h"
+#include "net/auth_handshake.h"
 
 namespace mooncake::tent::net {
 
@@ -106,6 +107,7 @@ StreamServer::Stats StreamServer::stats() const {
     s.evicted = evicted_.load();
     s.idle_closed = idle_closed_.load();
     s.accept_backoffs = accept_backoffs_.load();
+    s.auth_refused = auth_refused_.load();
     std::lock_guard<std::mutex> lock(conns_mu_);
     for (const auto& conn : conns_) {
         int state = conn->state.load();
@@ -246,9 +248,28 @@ void StreamServer::acceptLoop() {
     }
 }
 
+bool StreamServer::authenticate(Conn* conn) {
+    Status s = serverHandshake(conn->c.fd, limits_.auth_token,
+                               deadlineIn(limits_.frame_timeout_ms));
+    if (s.ok()) return true;
+    // Shut down on purpose (stop(), or evicted at max_connections): not
+    // the client's failure.
+    if (stopping_ || conn->state.load() == kClosing) return false;
+    // Logged before it is counted: a test that waits for the count finds
+    // the line.
+    LOG(WARNING) << name_ << ": refused the connection from " << conn->c.peer
+                 << ": " << s.message() << " (cluster token " << kAuthTokenKey
+                 << "; handshake bounded by " << limits_.key_prefix
+                 << "/frame_timeout_ms=" << limits_.frame_timeout_ms << " ms)";
+    auth_refused_.fetch_add(1);
+    return false;
+}
+
 void StreamServer::serve(Conn* conn) {
     const int fd = conn->c.fd;
-    while (!stopping_) {
+    const bool admitted = limits_.auth_token.empty() || authenticate(conn);
+    conn->idle_since_ms = nowMs();
+    while (admitted && !stopping_) {
         if (idle_hook_) idle_hook_(conn->c);
         Deadline idle_deadline = deadlineIn(limits_.idle_timeout_ms);
         Status s = waitReady(fd, POLLIN, idle_deadline, "idle wait");

@@ -16,7 +16,12 @@
 //     sockets cannot lock out well-behaved clients, which reconnect); when
 //     none is idle the newcomer is refused. A connection whose next
 //     request has arrived but is not read yet is not idle: its client is
-//     waiting for an answer.
+//     waiting for an answer;
+//   - with a cluster token (ServerLimits::auth_token), the client fails the
+//     handshake of net/auth_handshake.h or does not finish it within
+//     frame_timeout_ms: closed with a WARNING naming the peer, before any
+//     of its bytes reach the FrameHandler. A connection in its handshake
+//     counts as idle, so it is the first to go at max_connections.
 // accept() failing with EMFILE/ENFILE/ENOBUFS/ENOMEM backs off for
 // kAcceptBackoffMs instead of spinning on a listener that stays readable.
 // Requests are never allocated by what a client announces: each protocol
@@ -55,6 +60,11 @@ struct ServerLimits {
     // Where the values come from ("rpc", "transports/tcp"); log lines name
     // the key that fired.
     std::string key_prefix;
+    // The cluster token (net/auth_handshake.h); empty: none. With one, each
+    // connection must pass the handshake within frame_timeout_ms before
+    // the FrameHandler sees a byte of it. Not read by readServerLimits:
+    // every listener takes the one token readAuthToken() finds.
+    std::string auth_token;
 };
 
 // Reads <prefix>/idle_timeout_ms, <prefix>/frame_timeout_ms and
@@ -82,8 +92,9 @@ class StreamServer {
         uint64_t evicted = 0;      // idle ones closed to admit a newcomer
         uint64_t idle_closed = 0;  // closed by idle_timeout_ms
         uint64_t accept_backoffs = 0;
-        size_t open = 0;  // connections being served now
-        size_t idle = 0;  // of which waiting for their next request
+        uint64_t auth_refused = 0;  // failed or unfinished token handshakes
+        size_t open = 0;            // connections being served now
+        size_t idle = 0;            // of which waiting for their next request
     };
 
     // `name` prefixes log lines ("RpcServer", "TcpTransport").
@@ -126,6 +137,8 @@ class StreamServer {
     // Makes room for one more connection; false when none can be evicted.
     bool admit(const std::string& newcomer);
     void serve(Conn* conn);
+    // The token handshake of a new connection; false to close it.
+    bool authenticate(Conn* conn);
     void reap(bool all);
     void wake();
     // Rests kAcceptBackoffMs, or less when stop() wakes the loop.
@@ -149,7 +162,7 @@ class StreamServer {
     std::list<std::unique_ptr<Conn>> conns_;
 
     std::atomic<uint64_t> accepted_{0}, refused_{0}, evicted_{0},
-        idle_closed_{0}, accept_backoffs_{0};
+        idle_closed_{0}, accept_backoffs_{0}, auth_refused_{0};
 };
 
 }  // namespace mooncake::tent::net

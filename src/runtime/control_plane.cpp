@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
 #include "rpc/rpc_frame.h"
@@ -36,6 +37,7 @@ ControlService::~ControlService() { stop(); }
 Status ControlService::configure(const Config& conf) {
     net::ServerLimits limits = RpcServer::defaultLimits();
     CHECK_STATUS(net::readServerLimits(conf, "rpc", limits));
+    CHECK_STATUS(net::readAuthToken(conf, limits.auth_token));
     server_->setLimits(limits);
     return Status::OK();
 }
@@ -110,7 +112,7 @@ Status P2PSegmentFetcher::fetch(const std::string& segment_name,
     // Connect, request and reply share one budget.
     const net::Deadline deadline = net::deadlineIn(timeout_ms_);
     int fd = -1;
-    Status s = net::connectTo(host, port, deadline, fd);
+    Status s = net::connectWithToken(host, port, auth_token_, deadline, fd);
     if (s.ok()) {
         s = requestSegment(fd, deadline, out);
         ::close(fd);

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "common/range_check.h"
+#include "net/auth_handshake.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -70,7 +71,10 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     int rpc_timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
     CHECK_STATUS(checkPositive("rpc/timeout_ms", rpc_timeout_ms));
-    auto p2p_fetcher = std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms);
+    std::string auth_token;
+    CHECK_STATUS(net::readAuthToken(*conf_, auth_token));
+    auto p2p_fetcher =
+        std::make_shared<P2PSegmentFetcher>(rpc_timeout_ms, auth_token);
     std::shared_ptr<SegmentFetcher> fetcher = p2p_fetcher;
     if (metadata_type != "p2p") {
         CHECK_STATUS(openMetadataStore(metadata_type, fetcher));

@@ -101,13 +101,17 @@ class ControlService {
 class P2PSegmentFetcher : public SegmentFetcher {
  public:
     static constexpr int kDefaultTimeoutMs = 5000;
-    explicit P2PSegmentFetcher(int timeout_ms = kDefaultTimeoutMs)
-        : timeout_ms_(timeout_ms) {}
+    // `auth_token`: the cluster token each connection proves it knows
+    // (rpc/auth_token); empty: none.
+    explicit P2PSegmentFetcher(int timeout_ms = kDefaultTimeoutMs,
+                               std::string auth_token = "")
+        : timeout_ms_(timeout_ms), auth_token_(std::move(auth_token)) {}
     Status fetch(const std::string& segment_name, SegmentDesc& out) override;
     int timeoutMs() const { return timeout_ms_; }
 
  private:
     int timeout_ms_;
+    std::string auth_token_;
 };
 
 // First non-loopback IPv4 address of this host, else "127.0.0.1".

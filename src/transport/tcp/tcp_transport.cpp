@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "common/range_check.h"
+#include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
 #include "tent/runtime/platform.h"
@@ -147,6 +148,8 @@ Status TcpTransport::install(std::string& local_segment_name,
     net::ServerLimits limits;
     CHECK_STATUS(readLimits(conf, limits));
     limits.send_buffer_bytes = settings_.send_buffer_bytes;
+    if (conf) CHECK_STATUS(net::readAuthToken(*conf, settings_.auth_token));
+    limits.auth_token = settings_.auth_token;
     int fd = -1;
     uint16_t port = 0;
     CHECK_STATUS(net::listenOn(0, fd, port));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
@@ -136,8 +137,9 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
             uint16_t port = 0;
             s = net::parseHostPort(*task.endpoint, "tcp endpoint", host, port);
             if (s.ok()) {
-                s = net::connectTo(host, port,
-                                   stepDeadline(settings_.timeout_ms), fd);
+                s = net::connectWithToken(host, port, settings_.auth_token,
+                                          stepDeadline(settings_.timeout_ms),
+                                          fd);
             }
             if (s.ok()) net::setSendBuffer(fd, settings_.send_buffer_bytes);
             if (s.ok() && !trackSocket(fd)) {

@@ -122,6 +122,9 @@ class TcpTransport : public Transport {
         // pinned host buffers, in slices of staging_slice_bytes.
         int64_t staging_pool_bytes = 64ll * 1024 * 1024;
         int staging_slice_bytes = 1024 * 1024;
+        // The cluster token (rpc/auth_token or MC_TENT_AUTH_TOKEN): proven
+        // on every connection dialled or accepted; empty: none.
+        std::string auth_token;
     };
     // What the last install() read, for diagnostics and tests.
     const Settings& settings() const { return settings_; }
