@@ -11,6 +11,7 @@
 
 #include <set>
 
+#include "net/auth_handshake.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -20,10 +21,12 @@ Status TransferEngineImpl::startNotifications() {
     CHECK_STATUS(NotificationLimits::read(*conf_, limits));
     const int timeout_ms =
         conf_->get("rpc/timeout_ms", P2PSegmentFetcher::kDefaultTimeoutMs);
+    std::string auth_token;
+    CHECK_STATUS(net::readAuthToken(*conf_, auth_token));
     inbox_ = std::make_unique<NotificationInbox>(limits);
     channel_ = std::make_unique<NotificationChannel>(
         local_segment_name_, timeout_ms, limits.max_message_bytes,
-        limits.max_pending_total);
+        limits.max_pending_total, std::move(auth_token));
     NotificationInbox* inbox = inbox_.get();
     // The per-peer bound is kept per host the request came from (see
     // notification_inbox.h); the sender's name is checked, not trusted.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "net/auth_handshake.h"
 #include "runtime/control_client.h"
 #include "tent/runtime/control_plane.h"
 
@@ -54,11 +55,13 @@ constexpr uint32_t kMaxSenderName = 512;
 
 NotificationChannel::NotificationChannel(std::string local_name, int timeout_ms,
                                          int64_t max_message_bytes,
-                                         int64_t max_queued)
+                                         int64_t max_queued,
+                                         std::string auth_token)
     : local_name_(std::move(local_name)),
       timeout_ms_(timeout_ms),
       max_message_bytes_(max_message_bytes),
       max_queued_(max_queued),
+      auth_token_(std::move(auth_token)),
       worker_(&NotificationChannel::run, this) {}
 
 NotificationChannel::~NotificationChannel() {
@@ -148,7 +151,7 @@ Status NotificationChannel::call(const std::string& peer,
             std::string host;
             uint16_t port = 0;
             CHECK_STATUS(net::parseHostPort(peer, "segment name", host, port));
-            s = net::connectTo(host, port, deadline, fd);
+            s = net::connectWithToken(host, port, auth_token_, deadline, fd);
             if (!s.ok()) break;
         }
         Json::Value reply;

@@ -40,9 +40,11 @@ class NotificationChannel {
     // the connection's address, not by this name). Every call is bounded by
     // `timeout_ms` (rpc/timeout_ms). `max_message_bytes` and `max_queued` are
     // the local notification/max_message_bytes and
-    // notification/max_pending_total.
+    // notification/max_pending_total. `auth_token` is the cluster token
+    // (rpc/auth_token) each call presents; empty: none.
     NotificationChannel(std::string local_name, int timeout_ms,
-                        int64_t max_message_bytes, int64_t max_queued);
+                        int64_t max_message_bytes, int64_t max_queued,
+                        std::string auth_token = "");
     ~NotificationChannel();
     NotificationChannel(const NotificationChannel&) = delete;
     NotificationChannel& operator=(const NotificationChannel&) = delete;
@@ -92,6 +94,7 @@ class NotificationChannel {
     const int timeout_ms_;
     const int64_t max_message_bytes_;
     const int64_t max_queued_;
+    const std::string auth_token_;
 
     std::mutex pool_mu_;
     // Idle connections per peer.

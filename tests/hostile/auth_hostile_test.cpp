@@ -154,6 +154,19 @@ TEST_F(AuthHostileTest, OnlyTheRightTokenOpensTheSegmentAndMovesBytes) {
     ASSERT_NO_FATAL_FAILURE(roundTripBytes(43));
 }
 
+// Notifications and probes dial the target's RPC port on connections of
+// their own: they present the token as descriptor fetches do (without it
+// the target refuses them; the fetch cases above show that refusal).
+TEST_F(AuthHostileTest, NotificationsAndProbesPresentTheToken) {
+    ASSERT_NO_FATAL_FAILURE(startGoodInitiator());
+    Status s = engine_->probePeerAliveByID(target_);
+    EXPECT_TRUE(s.ok()) << s;
+    s = engine_->sendNotification(target_, Notification{"auth", "hello"});
+    EXPECT_TRUE(s.ok()) << s;
+
+    ASSERT_NO_FATAL_FAILURE(roundTripBytes(44));
+}
+
 TEST_F(AuthHostileTest, TheTcpDataPortServesOnlyAfterTheHandshake) {
     ASSERT_NO_FATAL_FAILURE(startGoodInitiator());
     std::string host;
