@@ -127,7 +127,7 @@ class TebenchTest(unittest.TestCase):
              "--metadata_type=etcd needs --metadata_servers (a comma list "
              "of host:port)"),
             (["--local_segment_name=a"],
-             "--local_segment_name=a needs --metadata_type=etcd or redis"),
+             "--local_segment_name=a needs --metadata_type=etcd, redis or http"),
             (["--seg_type=HBM"], "unknown --seg_type=HBM"),
             (["--op_type=copy"], "unknown --op_type=copy"),
             (["--start_block_size=8192", "--max_block_size=4096"],
