@@ -12,6 +12,7 @@
 #include "hostile/parse_support.h"
 #include "tent/common/config.h"
 #include "tent/runtime/control_plane.h"
+#include "tent/runtime/metastore.h"
 #include "tent/runtime/segment.h"
 
 namespace mooncake::tent::testing {
@@ -71,6 +72,21 @@ TEST_F(ParseLimitsTest, KeysOutOfBoundsAreRefusedNamingKeyAndValue) {
         EXPECT_TRUE(s.IsInvalidArgument()) << c.key << ": " << s.ToString();
         EXPECT_EQ(s.message(), c.message);
     }
+}
+
+TEST_F(ParseLimitsTest, MaxValueBytesOutOfBoundsIsRefusedNamingTheValue) {
+    for (int64_t bytes : {int64_t(1023), (int64_t(1) << 30) + 1}) {
+        MetaStoreOptions options;
+        options.max_value_bytes = bytes;
+        std::shared_ptr<MetaStore> store;
+        Status s = MetaStore::Create("redis", "127.0.0.1:1", options, store);
+        EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+        EXPECT_EQ(s.message(),
+                  "metadata/max_value_bytes must be in [1024, 1073741824], "
+                  "got " +
+                      std::to_string(bytes));
+    }
+    EXPECT_EQ(MetaStoreOptions().max_value_bytes, 67108864);
 }
 
 TEST_F(ParseLimitsTest, SetKeysTakeEffect) {

@@ -84,6 +84,45 @@ TEST_P(ParseStoreHostileTest, DeepValueUnderASegmentKeyIsRefusedByName) {
     ASSERT_NO_FATAL_FAILURE(readGoodTarget(uniqueName("seg-good")));
 }
 
+// metadata/max_value_bytes on both stores, lowered to 1 KiB so that etcd
+// (which stores at most 1.5 MiB) can hold values over it: 4 KiB is refused
+// by its decoded size, 100 KiB as soon as the reply passes the base64 of
+// the limit plus its envelope.
+TEST_P(ParseStoreHostileTest,
+       ValuesOverMaxValueBytesAreRefusedNamingTheirSize) {
+    auto conf =
+        storeEngineConfig(type_, server_->address(), "", xport_, kTestTtlMs);
+    conf->set("metadata/max_value_bytes", 1024);
+    engine_ = std::make_unique<TransferEngine>(conf);
+    ASSERT_TRUE(engine_->available());
+
+    const std::string small = uniqueName("seg-4k");
+    ASSERT_NO_FATAL_FAILURE(put(small, std::string(4096, 'x')));
+    Status s = open(small);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr(type_ + " at " + server_->address() + ": value of " +
+                          keyOf(small) +
+                          " is 4096 bytes, above "
+                          "metadata/max_value_bytes=1024"))
+        << s.ToString();
+
+    const std::string big = uniqueName("seg-100k");
+    ASSERT_NO_FATAL_FAILURE(put(big, std::string(100 << 10, 'y')));
+    s = open(big);
+    const std::string expected =
+        type_ == "redis"
+            ? "redis at " + server_->address() + ": value of " + keyOf(big) +
+                  " is 102400 bytes, above metadata/max_value_bytes=1024"
+            : "etcd at " + server_->address() +
+                  " (metadata/store_timeout_ms=3000) answered /v3/kv/range "
+                  "with more than 66904 bytes (metadata/max_value_bytes=1024, "
+                  "base64-encoded)";
+    EXPECT_THAT(std::string(s.message()), HasSubstr(expected)) << s.ToString();
+    EXPECT_TRUE(s.IsInvalidEntry()) << s.ToString();
+
+    ASSERT_NO_FATAL_FAILURE(readGoodTarget(uniqueName("seg-good")));
+}
+
 // Finding 4: a descriptor of 1,000,000 buffers. Redis only: etcd refuses
 // a request above 1.5 MiB itself (--max-request-bytes).
 TEST_P(ParseStoreHostileTest,
