@@ -5,6 +5,7 @@
 // on the first write and again after it expired; keepAlive() renews it.
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -112,14 +113,20 @@ class EtcdStore : public MetaStore {
         found = kvs.isArray() && kvs.size() > 0;
         if (!found) return Status::OK();
         const Json::Value& kv = kvs[0];
-        // The value travels base64-encoded, 4 bytes per 3.
         const std::string encoded =
             kv.isObject() ? jsonStringOr(kv["value"], "") : "";
-        if (static_cast<int64_t>(encoded.size() / 4 * 3) >
-            options_.max_value_bytes) {
+        // The value travels base64-encoded: 3 bytes per 4, less padding.
+        size_t bytes = encoded.size() / 4 * 3;
+        size_t padding = 0;
+        while (padding < 2 && padding < encoded.size() &&
+               encoded[encoded.size() - 1 - padding] == '=') {
+            ++padding;
+        }
+        bytes -= std::min(bytes, padding);
+        if (static_cast<int64_t>(bytes) > options_.max_value_bytes) {
             return Status::InvalidEntry(
                 "etcd at " + servers_text_ + ": value of " + key + " is " +
-                std::to_string(encoded.size() / 4 * 3) +
+                std::to_string(bytes) +
                 " bytes, above metadata/max_value_bytes=" +
                 std::to_string(options_.max_value_bytes));
         }
