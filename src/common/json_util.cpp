@@ -88,6 +88,8 @@ JsonShape scanJsonShape(const std::string& text) {
 
 bool parseJsonText(const std::string& text, bool fail_if_extra,
                    Json::Value& out, std::string& errs) {
+    // On failure `out` is null, never the part jsoncpp got through.
+    out = Json::Value();
     const int limit = maxJsonDepth();
     const size_t max_values = maxJsonValues();
     // One linear pass, counting the whole text so that the message names
@@ -111,8 +113,10 @@ bool parseJsonText(const std::string& text, bool fail_if_extra,
         // A second guard should the scan and jsoncpp ever count apart.
         builder["stackLimit"] = limit + 1;
         std::unique_ptr<Json::CharReader> reader(builder.newCharReader());
-        return reader->parse(text.data(), text.data() + text.size(), &out,
-                             &errs);
+        if (reader->parse(text.data(), text.data() + text.size(), &out,
+                          &errs)) {
+            return true;
+        }
     } catch (const std::exception& e) {
         // Json::Exception derives from std::exception.
         errs = std::string("JSON parser gave up: ") + e.what();

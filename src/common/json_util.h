@@ -54,7 +54,7 @@ JsonShape scanJsonShape(const std::string& text);
 // words the Status, since each caller names its own source. Text nested
 // deeper than maxJsonDepth() or with more than maxJsonValues() values is
 // refused before parsing, errs naming the limit and the value seen; no
-// exception leaves this function.
+// exception leaves this function, and on failure `out` is null.
 bool parseJsonText(const std::string& text, bool fail_if_extra,
                    Json::Value& out, std::string& errs);
 

@@ -120,7 +120,10 @@ Status SegmentPublisher::claim() {
         if (!found) continue;  // lapsed between the two calls
         Json::Value held;
         const bool parsed = parseRecord(current, held);
-        const Json::Value& holder = held["holder"];
+        // Only an object has members: operator[] on the array or number a
+        // foreign record may hold throws.
+        const Json::Value& holder =
+            parsed ? held["holder"] : Json::Value::nullSingleton();
         const bool here = parsed && holder.isObject() &&
                           jsonStringOr(holder["machine"], "") == machineName();
         const bool refuse_now =

@@ -84,6 +84,40 @@ TEST_P(ParseStoreHostileTest, DeepValueUnderASegmentKeyIsRefusedByName) {
     ASSERT_NO_FATAL_FAILURE(readGoodTarget(uniqueName("seg-good")));
 }
 
+// Records of the wrong shape under a segment's key: an array (jsoncpp's
+// operator[] throws on it) and a holder whose fields have the wrong types
+// (asString() and asInt64() throw on them). A target starting under the
+// name is refused, naming what it found, and lives to report it.
+TEST_P(ParseStoreHostileTest, WrongShapedRecordsAreRefusedWithoutThrowing) {
+    const std::string array = uniqueName("seg-array");
+    ASSERT_NO_FATAL_FAILURE(put(array, "[1]"));
+    std::string why;
+    EXPECT_EQ(second_.start(targetOptions(array, 8), why),
+              TargetProcess::Started::kFailed);
+    EXPECT_THAT(why, HasSubstr("segment name " + array +
+                               " is held by an unknown holder (the record "
+                               "is not a segment record: not a JSON "
+                               "object)"));
+
+    const std::string typed = uniqueName("seg-typed");
+    ASSERT_NO_FATAL_FAILURE(
+        put(typed,
+            "{\"holder\":{\"pid\":\"1\",\"machine\":{},\"rpc\":[],"
+            "\"incarnation\":7},\"segment\":[]}"));
+    EXPECT_EQ(second_.start(targetOptions(typed, 8), why),
+              TargetProcess::Started::kFailed);
+    EXPECT_THAT(why, HasSubstr("segment name " + typed +
+                               " is held by pid 0 on machine ? (rpc ?, "
+                               "incarnation ?)"));
+    engine_ = startInitiator();
+    ASSERT_TRUE(engine_->available());
+    Status s = open(typed);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("segment descriptor is not a JSON object"))
+        << s.ToString();
+    ASSERT_NO_FATAL_FAILURE(readGoodTarget(uniqueName("seg-good")));
+}
+
 // metadata/max_value_bytes on both stores, lowered to 1 KiB so that etcd
 // (which stores at most 1.5 MiB) can hold values over it: 4 KiB is refused
 // by its decoded size, 100 KiB as soon as the reply passes the base64 of
