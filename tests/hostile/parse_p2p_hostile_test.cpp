@@ -80,8 +80,8 @@ class ParseP2pHostileTest : public ::testing::Test {
     }
 
     // Opens a fake peer answering `reply`; the Status of openSegment.
-    Status openFake(const std::string& reply) {
-        FakePeer peer(reply, 1);
+    Status openFake(const std::string& reply, bool raw = false) {
+        FakePeer peer(reply, 1, raw);
         SegmentID handle = 0;
         return engine_->openSegment(handle, peer.name());
     }
@@ -158,6 +158,15 @@ TEST_F(ParseP2pHostileTest, HostileRepliesFailOpenSegmentByNameOnly) {
         << s.ToString();
     zeros.clear();
     zeros.shrink_to_fit();
+
+    // The probe's 1,000,000-buffer descriptor as a reply: 77 MB announced,
+    // refused from the length prefix before anything is allocated.
+    s = openFake(frameOf("{").replace(0, 4, std::string("\x04\x96\xf0\x1c", 4)),
+                 /*raw=*/true);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("frame length 77000732 exceeds the limit of "
+                          "67108864 bytes"))
+        << s.ToString();
 
     // The initiator lived through it and still reads byte-exact.
     ASSERT_NO_FATAL_FAILURE(readTargetExactly());

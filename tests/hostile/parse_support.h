@@ -53,11 +53,12 @@ inline std::string descriptorWithBuffers(const std::string& name,
 inline uint64_t heapInUse() { return mallinfo2().uordblks; }
 
 // A fake peer on a loopback port: answers the first request on each of
-// `connections` connections with the frame payload `reply`, then closes.
+// `connections` connections with the frame payload `reply` (with `raw`,
+// the bytes of `reply` as they are, header and all), then closes.
 class FakePeer {
  public:
-    FakePeer(std::string reply, int connections)
-        : reply_(std::move(reply)), connections_(connections) {
+    FakePeer(std::string reply, int connections, bool raw = false)
+        : reply_(std::move(reply)), connections_(connections), raw_(raw) {
         fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
@@ -85,7 +86,8 @@ class FakePeer {
             if (conn < 0) return;
             std::string request;
             if (readFrame(conn, request, kHostileBoundMs, 1u << 20).ok() &&
-                writeFrame(conn, reply_, kHostileBoundMs).ok()) {
+                (raw_ ? rawSend(conn, reply_)
+                      : writeFrame(conn, reply_, kHostileBoundMs).ok())) {
                 ++served_;
             }
             ::close(conn);
@@ -94,6 +96,7 @@ class FakePeer {
 
     const std::string reply_;
     const int connections_;
+    const bool raw_;
     int fd_ = -1;
     uint16_t port_ = 0;
     std::atomic<int> served_{0};
