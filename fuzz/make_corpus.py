@@ -55,6 +55,15 @@ def configs():
     write("config_loader", "trailing", '{"a": 1} x')
     write("config_loader", "comments", '// c\n{"a": /* d */ 1}')
     write("config_loader", "deep", '{"a":' * 64 + "1" + "}" * 64)
+    # One level past rpc/max_json_depth's default, and the probe's 1,002.
+    write("config_loader", "too_deep", '{"a":' * 65 + "1" + "}" * 65)
+    write("config_loader", "probe_depth", "[" * 1002)
+    write("config_loader", "long_key", json.dumps({"k" * 65536: 1}))
+    write("config_loader", "long_number", '{"n": ' + "9" * 4096 + "}")
+    write("config_loader", "brackets_in_strings",
+          json.dumps({"s": "[" * 2000, "c": "{" * 2000}))
+    write("config_loader", "brackets_in_comment",
+          "// " + "[" * 2000 + "\n{\"a\": 1}")
     write("config_loader", "numbers",
           '{"i": -9223372036854775808, "u": 18446744073709551615, '
           '"d": 1e308, "e": -0.0, "s": "\\u00e9\\ud83d\\ude00"}')
@@ -81,6 +90,25 @@ def segments():
     write("segment_decoder", "bad_attr_key", json.dumps(badkey))
     write("segment_decoder", "not_object", "[]")
     write("segment_decoder", "types", '{"name": 1, "buffers": {}}')
+    # At and one past metadata/max_segment_buffers as the harness sets it
+    # (64), and more values than its rpc/max_json_values (4096).
+    for name, count in [("at_buffer_cap", 64), ("over_buffer_cap", 65),
+                        ("many_buffers", 2000)]:
+        many = {"name": "m", "type": "memory",
+                "buffers": [{"addr": (i + 1) << 13, "length": 4096,
+                             "transports": [0]} for i in range(count)]}
+        write("segment_decoder", name, json.dumps(many))
+    write("segment_decoder", "probe_depth", "[" * 1002)
+    write("segment_decoder", "deep_in_buffer",
+          '{"name": "d", "buffers": [{"addr": 4096, "length": 1, '
+          '"location": ' + "[" * 70 + "]" * 70 + "}]}")
+    write("segment_decoder", "long_name", json.dumps({"name": "n" * 4096}))
+    write("segment_decoder", "long_location", json.dumps(
+        {"name": "l", "buffers": [{"addr": 1, "length": 1,
+                                   "location": "c" * 4096}]}))
+    write("segment_decoder", "wrong_types", json.dumps(
+        {"name": "w", "incarnation": "7", "registration_epoch": -1,
+         "machine_id": [], "buffers": [{"addr": "4096", "length": 1.5}]}))
 
 
 def frame(payload):
@@ -102,6 +130,11 @@ def rpc_frames():
     write("rpc_frame", "not_object", frame("[1]"))
     write("rpc_frame", "bad_json", frame("{not json"))
     write("rpc_frame", "padded", frame(req + " " * 1000))
+    # The probe's frame: 1,002 '[' in 1,006 bytes.
+    write("rpc_frame", "probe_depth", frame("[" * 1002))
+    write("rpc_frame", "deep_objects", frame('{"a":' * 200))
+    write("rpc_frame", "op_not_string", frame('{"op":{"op":[]}}'))
+    write("rpc_frame", "many_values", frame("[" + "0," * 500 + "0]"))
 
 
 def tcp_headers():
@@ -124,6 +157,28 @@ def tcp_headers():
     write("tcp_wire", "short", b"TENT")
 
 
+def notification_records():
+    def notify(**fields):
+        record = {"op": "Notify", "from": "10.0.0.1:15000", "name": "6e",
+                  "msg": "6869"}
+        record.update(fields)
+        return json.dumps(record)
+
+    write("notification_record", "good", notify())
+    write("notification_record", "empty_msg", notify(msg=""))
+    write("notification_record", "odd_hex", notify(msg="abc"))
+    write("notification_record", "bad_hex", notify(name="zz"))
+    write("notification_record", "long_from", notify(**{"from": "f" * 513}))
+    write("notification_record", "at_from", notify(**{"from": "f" * 512}))
+    write("notification_record", "long_msg", notify(msg="ab" * 65536))
+    write("notification_record", "wrong_types",
+          notify(**{"from": 7, "name": [], "msg": {}}))
+    write("notification_record", "probe_depth", "[" * 1002)
+    write("notification_record", "deep_msg",
+          '{"op":"Notify","from":"a","name":"","msg":' + "[" * 100 + "}")
+    write("notification_record", "not_object", '"Notify"')
+
+
 if __name__ == "__main__":
     ports()
     endpoints()
@@ -131,3 +186,4 @@ if __name__ == "__main__":
     segments()
     rpc_frames()
     tcp_headers()
+    notification_records()

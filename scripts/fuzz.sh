@@ -15,7 +15,7 @@ source "$ROOT/scripts/lib_sanitize.sh"
 
 FUZZ_RUNS="${FUZZ_RUNS:-1000000}"
 TARGETS=(mpcomm_port mpcomm_endpoint config_loader segment_decoder rpc_frame
-         tcp_wire)
+         tcp_wire notification_record)
 SUMMARY=()
 
 # run_one <name> <binary> <corpus> <scratch> <artifact dir>
@@ -24,7 +24,9 @@ run_one() {
   local log="$scratch.log"
   mkdir -p "$scratch" "$artifacts"
   step "fuzz $name: $FUZZ_RUNS runs"
-  "$bin" -runs="$FUZZ_RUNS" -print_final_stats=1 \
+  local dict=()
+  [ -f "$ROOT/fuzz/$name.dict" ] && dict=(-dict="$ROOT/fuzz/$name.dict")
+  "$bin" -runs="$FUZZ_RUNS" -print_final_stats=1 "${dict[@]}" \
     -artifact_prefix="$artifacts/$name-" "$scratch" "$corpus" >"$log" 2>&1 || {
     tail -40 "$log"
     echo "fuzz: $name failed; input saved under $artifacts" >&2

@@ -10,7 +10,8 @@ BUILD_SAN_PREFIX="${BUILD_SAN_PREFIX:-$ROOT/build-san}"
 SOFTMPCOMM_SRC="${SOFTMPCOMM_SRC:-$ROOT/tests/softmpcomm}"
 
 FUZZ_TARGETS=(fuzz_mpcomm_port fuzz_mpcomm_endpoint fuzz_config_loader
-              fuzz_segment_decoder fuzz_rpc_frame fuzz_tcp_wire)
+              fuzz_segment_decoder fuzz_rpc_frame fuzz_tcp_wire
+              fuzz_notification_record)
 
 build_fuzz() {
   step "configure + build the fuzz targets (clang, TENT_FUZZ=ON) in $BUILD_FUZZ"

@@ -5,6 +5,7 @@
 // on the first write and again after it expired; keepAlive() renews it.
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -18,8 +19,9 @@ namespace mooncake::tent {
 
 namespace {
 
-// A gateway reply larger than this is not a segment descriptor.
-constexpr size_t kMaxReplyBytes = 64u << 20;
+// What an etcd reply holds besides the value itself (keys, revisions,
+// header).
+constexpr size_t kReplyEnvelopeBytes = 64u << 10;
 
 constexpr char kBase64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -62,10 +64,20 @@ bool base64Decode(const std::string& in, std::string& out) {
     return true;
 }
 
+// A reply body being received, cut off (the transfer fails) at `cap`.
+struct ReplyBody {
+    std::string text;
+    size_t cap = 0;
+    bool over = false;
+};
+
 size_t appendBody(char* data, size_t size, size_t count, void* user) {
-    auto* body = static_cast<std::string*>(user);
-    if (body->size() + size * count > kMaxReplyBytes) return 0;
-    body->append(data, size * count);
+    auto* body = static_cast<ReplyBody*>(user);
+    if (body->text.size() + size * count > body->cap) {
+        body->over = true;
+        return 0;
+    }
+    body->text.append(data, size * count);
     return size * count;
 }
 
@@ -100,7 +112,25 @@ class EtcdStore : public MetaStore {
         const Json::Value& kvs = reply["kvs"];
         found = kvs.isArray() && kvs.size() > 0;
         if (!found) return Status::OK();
-        if (!base64Decode(kvs[0]["value"].asString(), value)) {
+        const Json::Value& kv = kvs[0];
+        const std::string encoded =
+            kv.isObject() ? jsonStringOr(kv["value"], "") : "";
+        // The value travels base64-encoded: 3 bytes per 4, less padding.
+        size_t bytes = encoded.size() / 4 * 3;
+        size_t padding = 0;
+        while (padding < 2 && padding < encoded.size() &&
+               encoded[encoded.size() - 1 - padding] == '=') {
+            ++padding;
+        }
+        bytes -= std::min(bytes, padding);
+        if (static_cast<int64_t>(bytes) > options_.max_value_bytes) {
+            return Status::InvalidEntry(
+                "etcd at " + servers_text_ + ": value of " + key + " is " +
+                std::to_string(bytes) +
+                " bytes, above metadata/max_value_bytes=" +
+                std::to_string(options_.max_value_bytes));
+        }
+        if (!base64Decode(encoded, value)) {
             return Status::MalformedJson("etcd at " + servers_text_ +
                                          ": value of " + key +
                                          " is not base64");
@@ -152,7 +182,8 @@ class EtcdStore : public MetaStore {
         // without a TTL (proto3 leaves out zeros).
         const Json::Value& result =
             reply.isMember("result") ? reply["result"] : reply;
-        alive = std::atoll(result["TTL"].asString().c_str()) > 0;
+        alive = result.isObject() &&
+                std::atoll(jsonStringOr(result["TTL"], "0").c_str()) > 0;
         if (!alive) {
             int64_t expect = lease;
             lease_.compare_exchange_strong(expect, 0);
@@ -175,7 +206,7 @@ class EtcdStore : public MetaStore {
         request["TTL"] = std::to_string((options_.ttl_ms + 999) / 1000);
         Json::Value reply;
         CHECK_STATUS(post("/v3/lease/grant", request, reply));
-        lease = std::atoll(reply["ID"].asString().c_str());
+        lease = std::atoll(jsonStringOr(reply["ID"], "0").c_str());
         if (lease == 0) {
             return Status::MetadataError(
                 "etcd at " + servers_text_ +
@@ -202,8 +233,15 @@ class EtcdStore : public MetaStore {
         request["success"].append(success);
         Json::Value reply;
         CHECK_STATUS(post("/v3/kv/txn", request, reply));
-        succeeded = reply["succeeded"].asBool();
+        succeeded = jsonBoolOr(reply["succeeded"], false);
         return Status::OK();
+    }
+
+    // A reply carries one value base64-encoded (4 bytes per 3) in a small
+    // JSON envelope.
+    size_t replyCap() const {
+        return static_cast<size_t>(options_.max_value_bytes) / 3 * 4 + 4 +
+               kReplyEnvelopeBytes;
     }
 
     // An idle handle for `server`, or a new one.
@@ -223,7 +261,9 @@ class EtcdStore : public MetaStore {
             if (curl == nullptr) {
                 return Status::InternalError("curl_easy_init failed");
             }
-            std::string response;
+            ReplyBody received;
+            received.cap = replyCap();
+            const std::string& response = received.text;
             const std::string url = "http://" + servers_[server] + path;
             curl_easy_reset(curl);
             curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
@@ -236,10 +276,19 @@ class EtcdStore : public MetaStore {
             // Timeouts by signal are not thread-safe.
             curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
             curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
-            curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+            curl_easy_setopt(curl, CURLOPT_WRITEDATA, &received);
             CURLcode rc = curl_easy_perform(curl);
             long http = 0;
             curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
+            if (rc != CURLE_OK && received.over) {
+                curl_easy_cleanup(curl);
+                return Status::InvalidEntry(
+                    where(server) + " answered " + path + " with more than " +
+                    std::to_string(received.cap) +
+                    " bytes (metadata/max_value_bytes=" +
+                    std::to_string(options_.max_value_bytes) +
+                    ", base64-encoded)");
+            }
             if (rc != CURLE_OK) {
                 curl_easy_cleanup(curl);
                 next = true;

@@ -24,9 +24,10 @@ namespace mooncake::tent {
 
 namespace {
 
-// A reply, or a value to write, larger than this is not a segment
-// descriptor (the etcd store's bound too).
-constexpr size_t kMaxValueBytes = 64u << 20;
+// A stored record is the value behind a header line of at most this many
+// bytes (kRecordPrefix and the expiry), so a reply may exceed
+// metadata/max_value_bytes by this much.
+constexpr size_t kRecordHeaderBytes = 64;
 // An ETag longer than this is not one our server or upstream's sends.
 constexpr size_t kMaxEtagBytes = 256;
 // Answers ping(): any HTTP answer, 404 included, means the server is up.
@@ -44,11 +45,12 @@ struct Reply {
     std::string body;
     std::string etag;
     bool too_large = false;
+    size_t limit = 0;  // bytes of body accepted
 };
 
 size_t appendBody(char* data, size_t size, size_t count, void* user) {
     auto* reply = static_cast<Reply*>(user);
-    if (reply->body.size() + size * count > kMaxValueBytes) {
+    if (reply->body.size() + size * count > reply->limit) {
         reply->too_large = true;
         return 0;
     }
@@ -117,11 +119,11 @@ class HttpStore : public MetaStore {
     Status compareAndSet(const std::string& key, const std::string& expected,
                          const std::string& value, bool& swapped) override {
         swapped = false;
-        if (value.size() > kMaxValueBytes - 64) {
+        if (static_cast<int64_t>(value.size()) > options_.max_value_bytes) {
             return Status::InvalidArgument(
                 "value of " + key + " is " + std::to_string(value.size()) +
-                " bytes; the http metadata store takes at most " +
-                std::to_string(kMaxValueBytes - 64));
+                " bytes, above metadata/max_value_bytes=" +
+                std::to_string(options_.max_value_bytes));
         }
         Current cur;
         CHECK_STATUS(read(key, cur));
@@ -279,6 +281,8 @@ class HttpStore : public MetaStore {
             // Timeouts by signal are not thread-safe.
             curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
             curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, appendBody);
+            reply.limit = static_cast<size_t>(options_.max_value_bytes) +
+                          kRecordHeaderBytes;
             curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply);
             curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, readHeader);
             curl_easy_setopt(curl, CURLOPT_HEADERDATA, &reply);
@@ -286,11 +290,13 @@ class HttpStore : public MetaStore {
             curl_slist_free_all(headers);
             curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &reply.http);
             if (reply.too_large) {
+                // A value too large is the key's fault, not an outage.
                 curl_easy_cleanup(curl);
-                return Status::MetadataError(
+                return Status::InvalidEntry(
                     std::string(method) + " of " + key + " on " +
-                    where(server) + ": the reply exceeds " +
-                    std::to_string(kMaxValueBytes) + " bytes");
+                    where(server) + ": the value is above " +
+                    "metadata/max_value_bytes=" +
+                    std::to_string(options_.max_value_bytes));
             }
             if (rc != CURLE_OK) {
                 curl_easy_cleanup(curl);

@@ -18,6 +18,12 @@ constexpr const char* kCompareAndSetScript =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 "
     "else return 0 end";
+// The value of KEYS[1] if it is at most ARGV[1] bytes, else its length
+// (an integer), so an oversized value never crosses the network.
+constexpr const char* kBoundedGetScript =
+    "local n = redis.call('STRLEN', KEYS[1]) "
+    "if n > tonumber(ARGV[1]) then return n end "
+    "return redis.call('GET', KEYS[1])";
 constexpr const char* kCompareAndRemoveScript =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('DEL', KEYS[1]) else return 0 end";
@@ -47,7 +53,14 @@ class RedisStore : public MetaStore {
     Status get(const std::string& key, std::string& value,
                bool& found) override {
         ReplyPtr reply;
-        CHECK_STATUS(run({"GET", key}, reply));
+        const std::string limit = std::to_string(options_.max_value_bytes);
+        CHECK_STATUS(run({"EVAL", kBoundedGetScript, "1", key, limit}, reply));
+        if (reply->type == REDIS_REPLY_INTEGER) {
+            return Status::InvalidEntry(
+                "redis at " + servers_text_ + ": value of " + key + " is " +
+                std::to_string(reply->integer) +
+                " bytes, above metadata/max_value_bytes=" + limit);
+        }
         found = reply->type == REDIS_REPLY_STRING;
         if (found) value.assign(reply->str, reply->len);
         return Status::OK();

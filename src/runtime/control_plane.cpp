@@ -8,6 +8,8 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include "common/json_util.h"
+#include "common/range_check.h"
 #include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
@@ -39,6 +41,24 @@ Status ControlService::configure(const Config& conf) {
     CHECK_STATUS(net::readServerLimits(conf, "rpc", limits));
     CHECK_STATUS(net::readAuthToken(conf, limits.auth_token));
     server_->setLimits(limits);
+    // The parse limits are process-wide (see json_util.h); this is where
+    // an engine's configuration first meets the network, before any frame
+    // or store value is read.
+    const int64_t depth =
+        conf.get<int64_t>("rpc/max_json_depth", kDefaultMaxJsonDepth);
+    CHECK_STATUS(
+        checkInRange("rpc/max_json_depth", depth, 2, kMaxJsonDepthCeiling));
+    const int64_t values = conf.get<int64_t>(
+        "rpc/max_json_values", static_cast<int64_t>(kDefaultMaxJsonValues));
+    CHECK_STATUS(
+        checkInRange("rpc/max_json_values", values, 16, int64_t(1) << 26));
+    const int64_t buffers = conf.get<int64_t>("metadata/max_segment_buffers",
+                                              kDefaultMaxSegmentBuffers);
+    CHECK_STATUS(checkInRange("metadata/max_segment_buffers", buffers, 1,
+                              int64_t(1) << 24));
+    setMaxJsonDepth(static_cast<int>(depth));
+    setMaxJsonValues(static_cast<size_t>(values));
+    setMaxSegmentBuffers(buffers);
     return Status::OK();
 }
 

@@ -19,6 +19,8 @@ Status TransferEngineImpl::openMetadataStore(
     options.timeout_ms =
         conf_->get("metadata/store_timeout_ms", options.timeout_ms);
     options.ttl_ms = conf_->get("metadata/ttl_ms", options.ttl_ms);
+    options.max_value_bytes =
+        conf_->get("metadata/max_value_bytes", options.max_value_bytes);
     const std::string servers = conf_->get("metadata_servers", "");
     std::shared_ptr<MetaStore> store;
     CHECK_STATUS(MetaStore::Create(type, servers, options, store));

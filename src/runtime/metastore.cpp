@@ -127,6 +127,12 @@ Status MetaStore::Create(const std::string& type, const std::string& servers,
             "metadata/ttl_ms must be at least 1000, got " +
             std::to_string(options.ttl_ms));
     }
+    if (options.max_value_bytes < 1024 ||
+        options.max_value_bytes > (int64_t(1) << 30)) {
+        return Status::InvalidArgument(
+            "metadata/max_value_bytes must be in [1024, 1073741824], got " +
+            std::to_string(options.max_value_bytes));
+    }
     const bool http = type == "http";
     if (servers.empty()) {
         return Status::InvalidArgument(

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +137,21 @@ Json::Value segmentToJson(const SegmentDesc& desc) {
     }
     root["transport_attrs"] = attrs;
     return root;
+}
+
+namespace {
+
+std::atomic<int64_t> g_max_segment_buffers{kDefaultMaxSegmentBuffers};
+
+}  // namespace
+
+void setMaxSegmentBuffers(int64_t buffers) {
+    g_max_segment_buffers.store(buffers < 1 ? 1 : buffers,
+                                std::memory_order_relaxed);
+}
+
+int64_t maxSegmentBuffers() {
+    return g_max_segment_buffers.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -304,6 +320,14 @@ Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
             return Status::InvalidEntry(
                 "segment descriptor field buffers is not an array");
         }
+        const int64_t limit = maxSegmentBuffers();
+        if (static_cast<int64_t>(buffers.size()) > limit) {
+            return Status::InvalidEntry(
+                "segment descriptor lists " + std::to_string(buffers.size()) +
+                " buffers, above metadata/max_segment_buffers=" +
+                std::to_string(limit));
+        }
+        memory.buffers.reserve(buffers.size());
         for (Json::ArrayIndex i = 0; i < buffers.size(); ++i) {
             BufferDesc buf;
             CHECK_STATUS(parseBuffer(buffers[i], i, buf));

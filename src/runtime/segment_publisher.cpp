@@ -33,9 +33,20 @@ std::string hex(uint64_t value) {
     return os.str();
 }
 
-bool parseRecord(const std::string& text, Json::Value& record) {
+// A record read from the store; `why` says what is wrong with one that
+// is not a JSON object.
+bool parseRecord(const std::string& text, Json::Value& record,
+                 std::string* why = nullptr) {
     std::string errs;
-    return parseJsonText(text, true, record, errs) && record.isObject();
+    if (!parseJsonText(text, true, record, errs)) {
+        if (why) *why = foldJsonErrors(errs);
+        return false;
+    }
+    if (!record.isObject()) {
+        if (why) *why = "not a JSON object";
+        return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -69,13 +80,20 @@ std::string SegmentPublisher::record() const {
 
 std::string SegmentPublisher::describeHolder(const std::string& text) {
     Json::Value value;
-    if (!parseRecord(text, value) || !value["holder"].isObject()) {
+    std::string why;
+    if (!parseRecord(text, value, &why)) {
+        return "an unknown holder (the record is not a segment record: " + why +
+               ")";
+    }
+    if (!value["holder"].isObject()) {
         return "an unknown holder (the record is not a segment record)";
     }
+    // Store data: read without the accessors that throw on a wrong type.
     const Json::Value& holder = value["holder"];
-    return "pid " + std::to_string(holder["pid"].asInt64()) + " on machine " +
-           holder["machine"].asString() + " (rpc " + holder["rpc"].asString() +
-           ", incarnation " + holder["incarnation"].asString() + ")";
+    return "pid " + std::to_string(jsonInt64Or(holder["pid"], 0)) +
+           " on machine " + jsonStringOr(holder["machine"], "?") + " (rpc " +
+           jsonStringOr(holder["rpc"], "?") + ", incarnation " +
+           jsonStringOr(holder["incarnation"], "?") + ")";
 }
 
 Status SegmentPublisher::claim() {
@@ -102,11 +120,14 @@ Status SegmentPublisher::claim() {
         if (!found) continue;  // lapsed between the two calls
         Json::Value held;
         const bool parsed = parseRecord(current, held);
-        const Json::Value& holder = held["holder"];
+        // Only an object has members: operator[] on the array or number a
+        // foreign record may hold throws.
+        const Json::Value& holder =
+            parsed ? held["holder"] : Json::Value::nullSingleton();
         const bool here = parsed && holder.isObject() &&
-                          holder["machine"].asString() == machineName();
+                          jsonStringOr(holder["machine"], "") == machineName();
         const bool refuse_now =
-            !parsed || (here && processAlive(holder["pid"].asInt64()));
+            !parsed || (here && processAlive(jsonInt64Or(holder["pid"], 0)));
         if (here && !refuse_now) {
             CHECK_STATUS(store_->compareAndSet(key_, current, value, swapped));
             if (!swapped) continue;

@@ -15,6 +15,12 @@ Status StoreSegmentFetcher::fetch(const std::string& segment_name,
     std::string value;
     bool found = false;
     Status s = store_->get(key, value, found);
+    // A value refused for its size came from a store that answered: no
+    // outage, and no reason to serve the last copy instead.
+    if (s.IsInvalidEntry()) {
+        health_->succeeded();
+        return s;
+    }
     if (!s.ok()) {
         health_->failed(s);
         std::lock_guard<std::mutex> lock(mu_);
@@ -36,8 +42,11 @@ Status StoreSegmentFetcher::fetch(const std::string& segment_name,
     }
     Json::Value record;
     std::string errs;
-    if (!parseJsonText(value, true, record, errs) || !record.isObject() ||
-        !record.isMember("segment")) {
+    if (!parseJsonText(value, true, record, errs)) {
+        return Status::MalformedJson(
+            "key " + key + " holds invalid JSON: " + foldJsonErrors(errs));
+    }
+    if (!record.isObject() || !record.isMember("segment")) {
         return Status::MalformedJson("key " + key +
                                      " holds no {\"segment\":...} record");
     }

@@ -126,12 +126,11 @@ TEST(HttpStoreTest, AValueOverTheBoundIsRefusedBeforeAnyRequest) {
     // No server: the refusal comes before the network.
     auto store = httpStore("http://127.0.0.1:1/metadata", 500);
     ASSERT_TRUE(store);
-    const std::string big((64u << 20) - 63, 'x');
+    const std::string big((64u << 20) + 1, 'x');
     bool swapped = true;
     EXPECT_EQ(store->compareAndSet("big", "", big, swapped),
-              Status::InvalidArgument("value of big is 67108801 bytes; the "
-                                      "http metadata store takes at most "
-                                      "67108800"));
+              Status::InvalidArgument("value of big is 67108865 bytes, above "
+                                      "metadata/max_value_bytes=67108864"));
     EXPECT_FALSE(swapped);
 }
 

@@ -34,8 +34,13 @@ struct MetaStoreOptions {
     static constexpr int kDefaultTimeoutMs = 3000;
     // metadata/ttl_ms: how long a written key outlives its writer.
     static constexpr int kDefaultTtlMs = 10000;
+    // metadata/max_value_bytes: the largest value get() accepts; a larger
+    // one is InvalidEntry naming its size, refused before it is read into
+    // memory (Redis) or as soon as the reply passes it (etcd).
+    static constexpr int64_t kDefaultMaxValueBytes = int64_t(64) << 20;
     int timeout_ms = kDefaultTimeoutMs;
     int ttl_ms = kDefaultTtlMs;
+    int64_t max_value_bytes = kDefaultMaxValueBytes;
 };
 
 class MetaStore {

@@ -4,6 +4,7 @@
 
 #include <json/json.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -100,7 +101,15 @@ const std::string& localMachineId();
 
 Json::Value segmentToJson(const SegmentDesc& desc);
 // Validates field types; a malformed descriptor is InvalidEntry naming the
-// bad field.
+// bad field. A descriptor with more than maxSegmentBuffers() buffers is
+// refused before any buffer is decoded.
 Status segmentFromJson(const Json::Value& value, SegmentDesc& desc);
+
+// metadata/max_segment_buffers: the most buffers a peer's descriptor may
+// list (p2p reply or store value). Process-wide, like the JSON limits; an
+// engine sets it from its configuration at start.
+inline constexpr int64_t kDefaultMaxSegmentBuffers = 65536;
+void setMaxSegmentBuffers(int64_t buffers);
+int64_t maxSegmentBuffers();
 
 }  // namespace mooncake::tent
