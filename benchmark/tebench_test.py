@@ -121,8 +121,8 @@ class TebenchTest(unittest.TestCase):
             (["--tent_transport_hint=bar"],
              "unknown --tent_transport_hint=bar"),
             (["--metadata_type=zookeeper"],
-             "--metadata_type=zookeeper is not supported: p2p, etcd and "
-             "redis are"),
+             "--metadata_type=zookeeper is not supported: p2p, etcd, redis "
+             "and http are"),
             (["--metadata_type=etcd"],
              "--metadata_type=etcd needs --metadata_servers (a comma list "
              "of host:port)"),
