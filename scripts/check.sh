@@ -106,7 +106,7 @@ if [ "$CHECK_SCOPE" = all ]; then
 fi
 
 step "$SAN: build softmpcomm in $SOFT_DIR, install into $SAN_PREFIX"
-cmake -S "$ROOT/tests/softmpcomm" -B "$SOFT_DIR" \
+cmake -S "$ROOT/softmpcomm" -B "$SOFT_DIR" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
   -DCMAKE_C_FLAGS="$SAN_FLAGS" >/dev/null
 cmake --build "$SOFT_DIR" -j"$JOBS"
