@@ -123,7 +123,9 @@ expect_loads() {
   fi
   echo "$(basename "$1"): libmpcomm.so.1 from $2"
 }
-expect_loads "$SOFT_DIR/tests/softmpcomm_loopback_test" "$SOFT_DIR"
+# The test binaries of softmpcomm's build tree are in its tests/ folder.
+SOFT_TESTS="$SOFT_DIR/tests"
+expect_loads "$SOFT_TESTS/softmpcomm_loopback_test" "$SOFT_DIR"
 step "$SAN: ctest (softmpcomm)"
 # Its install test configures and builds a consumer project of its own:
 # through CXXFLAGS/CFLAGS that one is instrumented too (ASan must be the
