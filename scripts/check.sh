@@ -106,7 +106,7 @@ if [ "$CHECK_SCOPE" = all ]; then
 fi
 
 step "$SAN: build softmpcomm in $SOFT_DIR, install into $SAN_PREFIX"
-cmake -S "$ROOT/tests/softmpcomm" -B "$SOFT_DIR" \
+cmake -S "$ROOT/softmpcomm" -B "$SOFT_DIR" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
   -DCMAKE_C_FLAGS="$SAN_FLAGS" >/dev/null
 cmake --build "$SOFT_DIR" -j"$JOBS"
@@ -123,7 +123,9 @@ expect_loads() {
   fi
   echo "$(basename "$1"): libmpcomm.so.1 from $2"
 }
-expect_loads "$SOFT_DIR/tests/softmpcomm_loopback_test" "$SOFT_DIR"
+# The test binaries of softmpcomm's build tree are in its tests/ folder.
+SOFT_TESTS="$SOFT_DIR/tests"
+expect_loads "$SOFT_TESTS/softmpcomm_loopback_test" "$SOFT_DIR"
 step "$SAN: ctest (softmpcomm)"
 # Its install test configures and builds a consumer project of its own:
 # through CXXFLAGS/CFLAGS that one is instrumented too (ASan must be the

@@ -2,13 +2,13 @@
 # The long fuzzing pass: builds the libFuzzer targets in fuzz/ (clang,
 # TENT_FUZZ=ON) and runs each for FUZZ_RUNS executions over its committed
 # seed corpus (new inputs go to a scratch folder in the build tree); then
-# softmpcomm's wire-decoder fuzzer the same way when tests/softmpcomm/fuzz/
+# softmpcomm's wire-decoder fuzzer the same way when softmpcomm/fuzz/
 # exists. Prints one line per target: executions, seconds, coverage, and
 # the corpus it grew. A crash stops the pass with the input saved under
 # <build>/fuzz/artifacts/.
 # Env: FUZZ_RUNS (default 1000000), JOBS, BUILD_FUZZ (default build-fuzz),
 #      BUILD_FUZZ_SOFT (default build-fuzz-softmpcomm), SOFTMPCOMM_SRC
-#      (default tests/softmpcomm: another checkout's can be fuzzed too).
+#      (default softmpcomm: another checkout's can be fuzzed too).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 source "$ROOT/scripts/lib_sanitize.sh"

@@ -22,7 +22,7 @@ build_off() {
 
 build_softmpcomm() {
   step "build softmpcomm and install it into $SOFT_PREFIX"
-  cmake -S "$ROOT/tests/softmpcomm" -B "$BUILD_SOFT" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$ROOT/softmpcomm" -B "$BUILD_SOFT" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   cmake --build "$BUILD_SOFT" -j"$JOBS"
   cmake --install "$BUILD_SOFT" --prefix "$SOFT_PREFIX" >/dev/null
 }
@@ -67,7 +67,7 @@ build_softmpcomm_cuda() {
   local toolkit
   toolkit="$(cuda_toolkit_root)"
   step "build softmpcomm with CUDA (toolkit $toolkit) into $SOFT_CUDA_PREFIX"
-  cmake -S "$ROOT/tests/softmpcomm" -B "$BUILD_SOFT_CUDA" \
+  cmake -S "$ROOT/softmpcomm" -B "$BUILD_SOFT_CUDA" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTMPCOMM_BUILD_TESTS=OFF \
     -DSOFTMPCOMM_USE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit"
   cmake --build "$BUILD_SOFT_CUDA" -j"$JOBS"

@@ -7,7 +7,7 @@
 BUILD_FUZZ="${BUILD_FUZZ:-$ROOT/build-fuzz}"
 BUILD_FUZZ_SOFT="${BUILD_FUZZ_SOFT:-$ROOT/build-fuzz-softmpcomm}"
 BUILD_SAN_PREFIX="${BUILD_SAN_PREFIX:-$ROOT/build-san}"
-SOFTMPCOMM_SRC="${SOFTMPCOMM_SRC:-$ROOT/tests/softmpcomm}"
+SOFTMPCOMM_SRC="${SOFTMPCOMM_SRC:-$ROOT/softmpcomm}"
 
 FUZZ_TARGETS=(fuzz_mpcomm_port fuzz_mpcomm_endpoint fuzz_config_loader
               fuzz_segment_decoder fuzz_rpc_frame fuzz_tcp_wire

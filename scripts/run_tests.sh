@@ -36,6 +36,8 @@ case "$CHECKS" in
 esac
 
 "$ROOT/scripts/install_deps.sh"
+step "links of README.md, docs/ and softmpcomm/README.md"
+python3 "$ROOT/scripts/check_links.py"
 # install_deps.sh has installed the servers: a store case that finds none
 # fails, naming the binary (docs/reliability.md). Exported, so the
 # sanitizer passes of scripts/check.sh run under it too.

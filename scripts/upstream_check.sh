@@ -12,7 +12,7 @@
 # scripts/upstream_stubs/ for third-party includes the transport never uses.
 # mpcomm_adapter.cpp is compiled twice: as the stub (no USE_MPCOMM) and as
 # the provider-backed adapter (-DUSE_MPCOMM against mpcomm.h from the second
-# argument, default tests/softmpcomm/include).
+# argument, default softmpcomm/include).
 #
 # With --build (a build directory of this tree; may be given twice), it
 # also builds and runs the checkout's own tests of the four units,
@@ -70,7 +70,7 @@ if [ "${#POSITIONAL[@]}" -lt 1 ] || [ "${#POSITIONAL[@]}" -gt 2 ]; then
   exit 2
 fi
 CHECKOUT="${POSITIONAL[0]}"
-MPCOMM_INC="${POSITIONAL[1]:-$ROOT/tests/softmpcomm/include}"
+MPCOMM_INC="${POSITIONAL[1]:-$ROOT/softmpcomm/include}"
 for build in "${BUILDS[@]}"; do
   if [ ! -f "$build/CMakeCache.txt" ] || [ ! -f "$build/src/libtent.so" ]; then
     echo "upstream_check: --build $build is not a build of this tree (no CMakeCache.txt or src/libtent.so)" >&2

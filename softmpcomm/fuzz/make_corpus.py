@@ -3,7 +3,7 @@
 valid and invalid frame streams, encoded here independently of the C++ codec
 (see src/wire.h for the layout). Rerun after a wire format change:
 
-    python3 tests/softmpcomm/fuzz/make_corpus.py
+    python3 softmpcomm/fuzz/make_corpus.py
 """
 import os
 import struct
