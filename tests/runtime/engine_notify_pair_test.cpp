@@ -53,30 +53,35 @@ class NotifyPairTest : public TwoProcessTest {
         return hwm;
     }
 
-    // One thread's rounds: write a fresh pattern into its region with a
-    // notification, wait for the target's answer to it.
+    // One thread's rounds: write a fresh pattern into its region, in three
+    // tasks of one submission with a notification, wait for the target's
+    // answer to it.
     void rounds(int t) {
         for (int r = 0; r < kRounds; ++r) {
             const size_t offset = t * kRegion;
             const size_t length =
-                4096 + (static_cast<size_t>(r) * 7919) % (kRegion - 4096);
+                8192 + (static_cast<size_t>(r) * 7919) % (kRegion - 8192);
             const auto seed = static_cast<uint8_t>(1 + (r + t) % 250);
             for (size_t i = offset; i < offset + length; ++i) {
                 localBytes()[i] = patternByte(i, seed);
             }
             const std::string name =
                 "t" + std::to_string(t) + "r" + std::to_string(r);
-            BatchID batch = engine_->allocateBatch(1);
+            // Three tasks: a small one first, which ends well before the
+            // others, so a notification sent on any but the last task's
+            // completion reaches the target before all its bytes do.
+            const size_t rest = length - 4096;
+            const std::vector<Request> writes = {
+                request(Request::WRITE, offset, 4096),
+                request(Request::WRITE, offset + 4096, rest / 2),
+                request(Request::WRITE, offset + 4096 + rest / 2,
+                        rest - rest / 2)};
+            BatchID batch = engine_->allocateBatch(writes.size());
             ASSERT_NE(batch, 0u);
             Notification notifi{name, std::to_string(offset) + " " +
                                           std::to_string(length) + " " +
                                           std::to_string(seed)};
-            ASSERT_TRUE(
-                engine_
-                    ->submitTransfer(batch,
-                                     {request(Request::WRITE, offset, length)},
-                                     notifi)
-                    .ok());
+            ASSERT_TRUE(engine_->submitTransfer(batch, writes, notifi).ok());
             TransferStatus overall;
             ASSERT_TRUE(waitUntil([&] {
                 EXPECT_TRUE(engine_->progressBatch(batch, overall).ok());
