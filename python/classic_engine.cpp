@@ -49,16 +49,6 @@ TransportType parseHint(const std::string& name, const char* method) {
     return type;
 }
 
-bool contains(const SegmentInfo& info, uint64_t addr, uint64_t length) {
-    for (const SegmentInfo::Buffer& b : info.buffers) {
-        if (addr >= b.base && length <= b.length &&
-            addr - b.base <= b.length - length) {
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 ClassicEngine::ClassicEngine() : transfer_timeout_ns_(transferTimeoutNs()) {}
@@ -154,14 +144,15 @@ void ClassicEngine::checkRemoteRange(TransferEngine& engine, SegmentID handle,
     {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = remote_info_.find(handle);
-        if (it != remote_info_.end() && contains(it->second, addr, length)) {
+        if (it != remote_info_.end() &&
+            py_support::segmentContains(it->second, addr, length)) {
             return;
         }
     }
     // Not in the cached list: the peer may have registered it since.
     SegmentInfo info;
     check(engine.getSegmentInfo(handle, info), method);
-    const bool ok = contains(info, addr, length);
+    const bool ok = py_support::segmentContains(info, addr, length);
     {
         std::lock_guard<std::mutex> lock(mu_);
         remote_info_[handle] = info;
@@ -178,7 +169,7 @@ void ClassicEngine::checkLocalRange(TransferEngine& engine, uint64_t addr,
                                     uint64_t length, const char* method) {
     SegmentInfo info;
     check(engine.getSegmentInfo(LOCAL_SEGMENT_ID, info), method);
-    if (!contains(info, addr, length)) {
+    if (!py_support::segmentContains(info, addr, length)) {
         fail(Code::kAddressNotRegistered, method,
              "local range [" + hex(addr) + ", +" + std::to_string(length) +
                  ") is not inside registered memory (register_memory() it "

@@ -154,4 +154,14 @@ LocalMemory localMemory(const py::handle& obj, std::optional<size_t> length,
     return out;
 }
 
+bool segmentContains(const SegmentInfo& info, uint64_t addr, uint64_t length) {
+    for (const SegmentInfo::Buffer& b : info.buffers) {
+        if (addr >= b.base && length <= b.length &&
+            addr - b.base <= b.length - length) {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace mooncake::tent::py_support

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tent/common/status.h"
+#include "tent/common/types.h"
 
 namespace mooncake::tent::py_support {
 
@@ -46,6 +47,10 @@ inline void check(const Status& s, const std::string& where) {
 // built-in NotImplementedError) and installs the translator, which also
 // raises InternalError for a std::bad_alloc.
 void registerStatusErrors(py::module_& m, const char* base_name);
+
+// True when [addr, addr + length) lies inside one buffer of `info`
+// (overflow-safe).
+bool segmentContains(const SegmentInfo& info, uint64_t addr, uint64_t length);
 
 // Memory named by a Python argument. From an object with the buffer
 // protocol the view is held (the object cannot be resized or freed under a

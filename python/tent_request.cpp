@@ -62,16 +62,6 @@ void setOpcode(PyRequest& p, Request::OpCode opcode) {
     p.r.opcode = opcode;
 }
 
-bool contains(const SegmentInfo& info, uint64_t addr, uint64_t length) {
-    for (const SegmentInfo::Buffer& b : info.buffers) {
-        if (addr >= b.base && length <= b.length &&
-            addr - b.base <= b.length - length) {
-            return true;
-        }
-    }
-    return false;
-}
-
 }  // namespace
 
 std::vector<Request> toRequests(TransferEngine& e,
@@ -90,7 +80,7 @@ std::vector<Request> toRequests(TransferEngine& e,
                 check(e.getSegmentInfo(LOCAL_SEGMENT_ID, *local), method);
             }
             const uint64_t addr = reinterpret_cast<uint64_t>(p.r.source);
-            if (!contains(*local, addr, p.r.length)) {
+            if (!py_support::segmentContains(*local, addr, p.r.length)) {
                 std::ostringstream os;
                 os << "request " << i << ": local range [0x" << std::hex << addr
                    << std::dec << ", +" << p.r.length

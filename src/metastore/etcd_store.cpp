@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "common/json_util.h"
+#include "metastore/curl_once.h"
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 
@@ -89,9 +90,7 @@ class EtcdStore : public MetaStore {
           servers_(std::move(servers)),
           options_(options),
           pool_(servers_.size()) {
-        static std::once_flag curl_once;
-        std::call_once(curl_once,
-                       [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+        initCurlOnce();
     }
 
     const char* type() const override { return "etcd"; }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "metastore/curl_once.h"
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 
@@ -92,9 +93,7 @@ class HttpStore : public MetaStore {
           urls_(std::move(urls)),
           options_(options),
           pool_(urls_.size()) {
-        static std::once_flag curl_once;
-        std::call_once(curl_once,
-                       [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+        initCurlOnce();
     }
 
     const char* type() const override { return "http"; }
