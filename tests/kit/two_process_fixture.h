@@ -107,8 +107,12 @@ class TwoProcessTest : public ::testing::Test {
         setenv("MPCOMM_TCP_PORT", std::to_string(port).c_str(), 1);
     }
 
-    void startInitiator() {
-        engine_ = std::make_unique<TransferEngine>(onlyTransport(xport_));
+    void startInitiator() { startInitiatorWithConfig(onlyTransport(xport_)); }
+
+    // The initiator from `conf` (onlyTransport(xport_) with a test's keys
+    // set), its buffer registered and the target's segment opened.
+    void startInitiatorWithConfig(std::shared_ptr<Config> conf) {
+        engine_ = std::make_unique<TransferEngine>(std::move(conf));
         if (!engine_->available() || !hasTransport(*engine_, xport_)) {
             skipOrFail("initiator engine has no " +
                        std::string(transportTypeName(xport_)) + " transport");
@@ -217,5 +221,21 @@ class TwoProcessTest : public ::testing::Test {
     void* local_ = nullptr;
     SegmentID target_ = 0;
 };
+
+// `always`, then MPCOMM where this build has it: the transports a
+// parameterised two-process suite runs over.
+inline std::vector<TransportType> withMpcommIfBuilt(
+    std::vector<TransportType> always) {
+#ifdef TENT_HAVE_MPCOMM
+    always.push_back(MPCOMM);
+#endif
+    return always;
+}
+
+// "tcp", "mpcomm", ...: the test name suffix of a transport parameter.
+inline std::string transportParamName(
+    const ::testing::TestParamInfo<TransportType>& info) {
+    return transportTypeName(info.param);
+}
 
 }  // namespace mooncake::tent::testing

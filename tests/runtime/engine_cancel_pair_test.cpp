@@ -120,15 +120,8 @@ class CancelPairTest : public TwoProcessTest,
         if (IsSkipped()) return;
         auto conf = onlyTransport(xport_);
         conf->set("batch/free_timeout_ms", 0);
-        engine_ = std::make_unique<TransferEngine>(conf);
-        if (!engine_->available() || !hasTransport(*engine_, xport_)) {
-            skipOrFail("initiator engine has no " +
-                       std::string(transportTypeName(xport_)) + " transport");
-            return;
-        }
-        ASSERT_TRUE(engine_->allocateLocalMemory(&local_, kBufferSize).ok());
-        ASSERT_TRUE(engine_->registerLocalMemory(local_, kBufferSize).ok());
-        ASSERT_TRUE(engine_->openSegment(target_, target_name_).ok());
+        ASSERT_NO_FATAL_FAILURE(startInitiatorWithConfig(conf));
+        if (IsSkipped()) return;
         // One transfer first, so that connections are up and the target's
         // listening sockets are all there to be found.
         ASSERT_EQ(run({request(Request::READ, 0, 4096)})[0].s, COMPLETED);
@@ -224,20 +217,9 @@ TEST_P(CancelPairTest, AHeldReadCancelledEndsCanceledWhenTheTargetDies) {
     ASSERT_NO_FATAL_FAILURE(expectCanary());
 }
 
-std::vector<TransportType> transportsInThisBuild() {
-    std::vector<TransportType> list = {TCP};
-#ifdef TENT_HAVE_MPCOMM
-    list.push_back(MPCOMM);
-#endif
-    return list;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    EveryTransport, CancelPairTest,
-    ::testing::ValuesIn(transportsInThisBuild()),
-    [](const ::testing::TestParamInfo<TransportType>& info) {
-        return std::string(transportTypeName(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryTransport, CancelPairTest,
+                         ::testing::ValuesIn(withMpcommIfBuilt({TCP})),
+                         transportParamName);
 
 }  // namespace
 }  // namespace mooncake::tent::testing

@@ -33,15 +33,7 @@ class MissRefreshTest : public TwoProcessTest,
     void startInitiatorWith(int64_t interval_ms) {
         auto conf = onlyTransport(xport_);
         conf->set("metadata/miss_refresh_interval_ms", interval_ms);
-        engine_ = std::make_unique<TransferEngine>(conf);
-        if (!engine_->available() || !hasTransport(*engine_, xport_)) {
-            skipOrFail("initiator engine has no " +
-                       std::string(transportTypeName(xport_)) + " transport");
-            return;
-        }
-        ASSERT_TRUE(engine_->allocateLocalMemory(&local_, kBufferSize).ok());
-        ASSERT_TRUE(engine_->registerLocalMemory(local_, kBufferSize).ok());
-        ASSERT_TRUE(engine_->openSegment(target_, target_name_).ok());
+        startInitiatorWithConfig(conf);
     }
 
     void startTarget() {
@@ -156,20 +148,9 @@ TEST_P(MissRefreshTest, AnIntervalOfZeroRereadsOnEveryMiss) {
     EXPECT_EQ(engine_->getDescriptorRereads(), 3u);
 }
 
-std::vector<TransportType> transportsInThisBuild() {
-    std::vector<TransportType> list = {TCP};
-#ifdef TENT_HAVE_MPCOMM
-    list.push_back(MPCOMM);
-#endif
-    return list;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    EveryTransport, MissRefreshTest,
-    ::testing::ValuesIn(transportsInThisBuild()),
-    [](const ::testing::TestParamInfo<TransportType>& info) {
-        return std::string(transportTypeName(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryTransport, MissRefreshTest,
+                         ::testing::ValuesIn(withMpcommIfBuilt({TCP})),
+                         transportParamName);
 
 }  // namespace
 }  // namespace mooncake::tent::testing

@@ -104,20 +104,9 @@ TEST_P(TransportConformance, TeardownWithTransfersInFlightLeavesThePeerUsable) {
     expectRoundTrip(kSeed, kChunk);
 }
 
-std::vector<TransportType> transportsInThisBuild() {
-    std::vector<TransportType> list = {TCP, SHM};
-#ifdef TENT_HAVE_MPCOMM
-    list.push_back(MPCOMM);
-#endif
-    return list;
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    EveryTransport, TransportConformance,
-    ::testing::ValuesIn(transportsInThisBuild()),
-    [](const ::testing::TestParamInfo<TransportType>& info) {
-        return std::string(transportTypeName(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryTransport, TransportConformance,
+                         ::testing::ValuesIn(withMpcommIfBuilt({TCP, SHM})),
+                         transportParamName);
 
 }  // namespace
 }  // namespace mooncake::tent::testing
