@@ -36,10 +36,16 @@ constexpr size_t kTasks = 8;
 // the connection is: a retryable error, before anything is posted.
 class RefusingMpcomm : public MpcommTransport {
  public:
+    explicit RefusingMpcomm(bool permanent) : permanent_(permanent) {}
     Status submitTransferTasks(SubBatchRef,
                                const std::vector<Request>&) override {
+        // A bad request fails alike on every transport: never retried.
+        if (permanent_) return Status::AddressNotRegistered("not registered");
         return Status::RpcServiceError("mpcomm endpoint refused");
     }
+
+ private:
+    bool permanent_;
 };
 
 class ScopedOverride {
@@ -53,7 +59,7 @@ class ScopedOverride {
     TransportType type_;
 };
 
-enum class Break { kIssue, kSubmit };
+enum class Break { kIssue, kSubmit, kSubmitPermanent };
 
 class FailoverTest : public testing::TwoProcessTest {
  protected:
@@ -74,8 +80,10 @@ class FailoverTest : public testing::TwoProcessTest {
                 return std::make_unique<MpcommTransport>(faulty);
             });
         } else {
-            override_ = std::make_unique<ScopedOverride>(
-                MPCOMM, [] { return std::make_unique<RefusingMpcomm>(); });
+            const bool permanent = how == Break::kSubmitPermanent;
+            override_ = std::make_unique<ScopedOverride>(MPCOMM, [permanent] {
+                return std::make_unique<RefusingMpcomm>(permanent);
+            });
         }
         auto conf = testing::onlyTransport(TCP);
         conf->set("transports/mpcomm/enable", true);
@@ -149,6 +157,17 @@ TEST_F(FailoverTest, RefusedSubmissionsAreCarriedOverTcp) {
 
 TEST_F(FailoverTest, ZeroAttemptsFailsAsWithoutFailover) {
     ASSERT_NO_FATAL_FAILURE(start(Break::kIssue, 0));
+    if (IsSkipped()) return;
+    LogCapture logs;
+    for (const auto& st : run(reads())) EXPECT_EQ(st.s, FAILED);
+    EXPECT_TRUE(logs.linesStartingWith("Transport failover:").empty());
+    // 0 turns failover off: no limit is reached either.
+    EXPECT_TRUE(logs.linesStartingWith("Task failover limit").empty());
+    EXPECT_EQ(engine_->getFailoverCount(), 0u);
+}
+
+TEST_F(FailoverTest, PermanentSubmitErrorsAreNeverRetried) {
+    ASSERT_NO_FATAL_FAILURE(start(Break::kSubmitPermanent, 3));
     if (IsSkipped()) return;
     LogCapture logs;
     for (const auto& st : run(reads())) EXPECT_EQ(st.s, FAILED);
