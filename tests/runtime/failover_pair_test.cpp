@@ -11,8 +11,11 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "kit/faulty_mpcomm_adapter.h"
 #include "kit/log_capture.h"
@@ -325,6 +328,59 @@ TEST_F(FailoverTest, ProgressWorkerFailsOverWithoutPolling) {
     EXPECT_EQ(overall.s, COMPLETED);
     expectPatternRead();
     EXPECT_TRUE(engine_->freeBatch(batch).ok());
+}
+
+// A notified submission whose task is failed over sends its notification
+// once, after tcp completed it: the target checks, the moment it arrives,
+// that the announced bytes are there (mpcomm moved none of them).
+TEST_F(FailoverTest, NotificationGoesOnceAfterTheFailedOverWrite) {
+    ASSERT_NO_FATAL_FAILURE(start(Break::kIssue, 3));
+    if (IsSkipped()) return;
+    ASSERT_TRUE(target_process_.tell("verify " + engine_->getSegmentName()));
+    constexpr int kRounds = 4;
+    std::map<std::string, std::vector<std::string>> answers;
+    for (int r = 0; r < kRounds; ++r) {
+        const auto seed = static_cast<uint8_t>(40 + r);
+        const size_t offset = r * kChunk;
+        for (size_t i = offset; i < offset + kChunk; ++i) {
+            localBytes()[i] = patternByte(i, seed);
+        }
+        const std::string name = "r" + std::to_string(r);
+        BatchID batch = engine_->allocateBatch(1);
+        Notification notifi{name, std::to_string(offset) + " " +
+                                      std::to_string(kChunk) + " " +
+                                      std::to_string(seed)};
+        ASSERT_TRUE(
+            engine_
+                ->submitTransfer(
+                    batch, {request(Request::WRITE, offset, kChunk)}, notifi)
+                .ok());
+        TransferStatus overall;
+        ASSERT_TRUE(testing::waitUntil(
+            [&] {
+                return engine_->getTransferStatus(batch, overall).ok() &&
+                       overall.s != PENDING;
+            },
+            testing::kDeadline));
+        ASSERT_EQ(overall.s, COMPLETED);
+        ASSERT_TRUE(engine_->freeBatch(batch).ok());
+        ASSERT_TRUE(testing::waitUntil(
+            [&] {
+                std::vector<Notification> list;
+                EXPECT_TRUE(engine_->receiveNotification(list).ok());
+                for (auto& n : list) answers[n.name].push_back(n.msg);
+                return answers.count(name) != 0;
+            },
+            testing::kDeadline))
+            << "no answer to " << name;
+    }
+    // Each answered once, "ok"; the later rounds' answers came after the
+    // earlier ones', so a second copy of one would have been seen.
+    ASSERT_EQ(answers.size(), size_t(kRounds));
+    for (const auto& [name, list] : answers) {
+        EXPECT_EQ(list, std::vector<std::string>{"ok"}) << name;
+    }
+    EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), size_t(kRounds));
 }
 
 TEST_F(FailoverTest, OutOfRangeKeysAreRefusedByName) {
