@@ -23,6 +23,7 @@
 #include "kit/wait_until.h"
 #include "tent/runtime/transport.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
+#include "tent/transport/shm/shm_transport.h"
 
 namespace mooncake::tent {
 namespace {
@@ -49,6 +50,15 @@ class RefusingMpcomm : public MpcommTransport {
 
  private:
     bool permanent_;
+};
+
+// SHM refusing every submission with a retryable error.
+class RefusingShm : public ShmTransport {
+ public:
+    Status submitTransferTasks(SubBatchRef,
+                               const std::vector<Request>&) override {
+        return Status::InternalError("shm mapping refused");
+    }
 };
 
 class ScopedOverride {
@@ -381,6 +391,37 @@ TEST_F(FailoverTest, NotificationGoesOnceAfterTheFailedOverWrite) {
         EXPECT_EQ(list, std::vector<std::string>{"ok"}) << name;
     }
     EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), size_t(kRounds));
+}
+
+// SHM to TCP: the target on this host serves over shm and tcp; the
+// initiator's shm refuses every request, tcp carries them byte-exact.
+TEST_F(FailoverTest, RefusedShmRequestsAreCarriedOverTcp) {
+    testing::TargetOptions options;
+    options.xport = SHM;
+    options.with_tcp = true;
+    ASSERT_NO_FATAL_FAILURE(startTargetWith(options));
+    if (IsSkipped()) return;
+    override_ = std::make_unique<ScopedOverride>(
+        SHM, [] { return std::make_unique<RefusingShm>(); });
+    auto conf = testing::onlyTransport(TCP);
+    conf->set("transports/shm/enable", true);
+    engine_ = std::make_unique<TransferEngine>(conf);
+    ASSERT_TRUE(engine_->available());
+    ASSERT_TRUE(testing::hasTransport(*engine_, SHM));
+    xport_ = SHM;
+    ASSERT_TRUE(engine_->allocateLocalMemory(&local_, kBufferSize).ok());
+    ASSERT_TRUE(engine_->registerLocalMemory(local_, kBufferSize).ok());
+    ASSERT_TRUE(engine_->openSegment(target_, target_name_).ok());
+    LogCapture logs;
+    std::memset(localBytes(), 0, kBufferSize);
+    for (const auto& st : run(reads())) {
+        ASSERT_EQ(st.s, COMPLETED);
+        EXPECT_EQ(st.transferred_bytes, kChunk);
+    }
+    expectPatternRead();
+    EXPECT_EQ(logs.count("Transport failover: shm -> tcp (attempt 1/3)"),
+              int(kTasks));
+    EXPECT_EQ(engine_->getFailoverCount(SHM, TCP), kTasks);
 }
 
 TEST_F(FailoverTest, OutOfRangeKeysAreRefusedByName) {
