@@ -393,6 +393,54 @@ TEST_F(FailoverTest, NotificationGoesOnceAfterTheFailedOverWrite) {
     EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), size_t(kRounds));
 }
 
+// Four threads read every task's status at once while they fail over:
+// each task moves exactly once and completes byte-exact.
+TEST_F(FailoverTest, ConcurrentReadersMoveEachTaskOnce) {
+    ASSERT_NO_FATAL_FAILURE(start(Break::kIssue, 3));
+    if (IsSkipped()) return;
+    LogCapture logs;
+    constexpr size_t kMany = kBufferSize / kChunk;
+    std::memset(localBytes(), 0, kBufferSize);
+    std::vector<Request> list;
+    for (size_t k = 0; k < kMany; ++k) {
+        list.push_back(request(Request::READ, k * kChunk, kChunk));
+    }
+    BatchID batch = engine_->allocateBatch(kMany);
+    ASSERT_TRUE(engine_->submitTransfer(batch, list).ok());
+    std::vector<std::thread> readers;
+    std::atomic<size_t> bad{0};
+    for (int t = 0; t < 4; ++t) {
+        readers.emplace_back([&, t] {
+            EXPECT_TRUE(testing::waitUntil(
+                [&] {
+                    bool done = true;
+                    for (size_t i = 0; i < kMany; ++i) {
+                        const size_t k = (i + t * 7) % kMany;
+                        TransferStatus st;
+                        if (!engine_->getTransferStatus(batch, k, st).ok()) {
+                            bad.fetch_add(1);
+                        }
+                        if (st.s == PENDING) done = false;
+                        if (st.s != PENDING && st.s != COMPLETED) {
+                            bad.fetch_add(1);
+                        }
+                    }
+                    return done;
+                },
+                testing::kDeadline));
+        });
+    }
+    for (auto& r : readers) r.join();
+    EXPECT_EQ(bad.load(), 0u);
+    EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), kMany);
+    EXPECT_EQ(logs.count("Transport failover: mpcomm -> tcp (attempt 1/3)"),
+              int(kMany));
+    for (size_t i = 0; i < kBufferSize; ++i) {
+        ASSERT_EQ(localBytes()[i], patternByte(i, 7)) << "byte " << i;
+    }
+    EXPECT_TRUE(engine_->freeBatch(batch).ok());
+}
+
 // SHM to TCP: the target on this host serves over shm and tcp; the
 // initiator's shm refuses every request, tcp carries them byte-exact.
 TEST_F(FailoverTest, RefusedShmRequestsAreCarriedOverTcp) {
