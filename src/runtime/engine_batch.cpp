@@ -391,17 +391,14 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                                       TransferStatus& status, bool drive) {
     EngineBatch::TaskRef& ref = batch.tasks[task_id];
     // Since a failover, the task runs on its route (failover.h).
-    const FailoverRoute* route = ref.moved.load(std::memory_order_acquire);
-    Transport* transport = route ? route->transport : ref.transport;
-    if (!transport) {
+    const EngineBatch::TaskRef::Where at = ref.where();
+    const FailoverRoute* route = at.route;
+    if (!at.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
-    } else if (route) {
-        CHECK_STATUS(
-            transport->getTransferStatus(route->sub, route->sub_task, status));
     } else {
         CHECK_STATUS(
-            transport->getTransferStatus(ref.sub, ref.sub_task, status));
+            at.transport->getTransferStatus(at.sub, at.sub_task, status));
     }
     if (status.s == FAILED && failover_.enabled() &&
         (failover_.on_poll || drive) &&

@@ -108,6 +108,20 @@ struct EngineBatch {
         // Held by the one status reader moving the task; others read it
         // PENDING meanwhile.
         std::atomic<bool> moving{false};
+
+        // Where the task runs now: its failover route when it moved, else
+        // where its submission put it (transport null: nowhere).
+        struct Where {
+            Transport* transport;
+            Transport::SubBatchRef sub;
+            int sub_task;
+            const FailoverRoute* route;
+        };
+        Where where() const {
+            const FailoverRoute* r = moved.load(std::memory_order_acquire);
+            if (r != nullptr) return {r->transport, r->sub, r->sub_task, r};
+            return {transport, sub, sub_task, nullptr};
+        }
     };
     // A submission's notification: sent to `peers` once the tasks
     // [begin, end) all read COMPLETED; dropped when one ends otherwise.
