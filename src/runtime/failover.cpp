@@ -107,8 +107,51 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
     int attempts = seen ? seen->attempts : 0;
     TransportType prev = typeOf(from);
     uint32_t tried = seen ? seen->tried : (1u << prev);
+    // A loaded transport that has not carried the task yet: without one,
+    // the descriptor is not read (a peer that stopped answering would
+    // hold every failed task for a fetch's bound).
+    bool untried = false;
+    for (const Loaded& l : transports_) {
+        untried |= (tried & (1u << l.entry->type)) == 0;
+    }
     SegmentDescRef desc;
-    Status looked = segments_->getRemoteCached(desc, ref.request.target_id);
+    Status looked =
+        untried ? segments_->getRemoteCached(desc, ref.request.target_id)
+                : Status::InvalidArgument("no transport left");
+    // The selector's view of the request, as the submission built it:
+    // where both buffers live and whether the target shares this host and
+    // user (a buffer not found reads as host memory).
+    RouteContext context;
+    const SegmentDescRef local = segments_->getLocal();
+    if (looked.ok() && desc) {
+        context.segment_type = desc->type;
+        context.segment_name = desc->name;
+        context.same_machine = ref.request.target_id == LOCAL_SEGMENT_ID ||
+                               (!desc->machine_id.empty() &&
+                                desc->machine_id == local->machine_id);
+        if (desc->type == SegmentType::Memory) {
+            const BufferDesc* remote =
+                desc->findBuffer(ref.request.target_offset, ref.request.length);
+            if (remote != nullptr) {
+                context.remote_location = remote->location;
+                context.buffer_transports = &remote->transports;
+            }
+            const std::string* peer_user =
+                desc->getMemory().getTransportAttrs(SHM);
+            const std::string* own_user =
+                local->type == SegmentType::Memory
+                    ? local->getMemory().getTransportAttrs(SHM)
+                    : nullptr;
+            context.same_user = context.same_machine && peer_user && own_user &&
+                                *peer_user == *own_user;
+        }
+        if (local->type == SegmentType::Memory) {
+            const BufferDesc* source = local->findBuffer(
+                reinterpret_cast<uintptr_t>(ref.request.source),
+                ref.request.length);
+            if (source != nullptr) context.local_location = source->location;
+        }
+    }
     while (true) {
         if (++attempts > max) {
             LOG(WARNING) << "Task failover limit reached (" << max
@@ -122,7 +165,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                 Request hinted = ref.request;
                 hinted.transport_hint = l.entry->type;
                 TransportType chosen = UNSPEC;
-                if (selector_.select(hinted, *desc, chosen).ok()) {
+                if (selector_.select(hinted, context, chosen).ok()) {
                     next = chosen;
                     break;
                 }
