@@ -190,8 +190,10 @@ int runInitiator(TransferEngine& engine, const BenchOptions& options) {
                 printHeader();
             };
         }
+        const uint64_t failovers_before = engine.getFailoverCount();
         CaseResult result = runCase(engine, options, local, remote, spec,
                                     case_index++, first_case_warm);
+        result.failovers = engine.getFailoverCount() - failovers_before;
         rows.push_back(result);
         if (!result.ok()) {
             printFailure(result);

@@ -78,6 +78,16 @@ void printHeader() {
     std::fflush(stdout);
 }
 
+void printFailovers(const CaseResult& result) {
+    if (result.failovers == 0) return;
+    std::printf(
+        "Failovers in case block_size=%llu batch=%llu threads=%d: "
+        "%llu\n",
+        static_cast<unsigned long long>(result.block_size),
+        static_cast<unsigned long long>(result.batch_size), result.num_threads,
+        static_cast<unsigned long long>(result.failovers));
+}
+
 void printRow(const CaseResult& result) {
     CaseSummary s = summarizeCase(result);
     std::printf(
@@ -86,6 +96,7 @@ void printRow(const CaseResult& result) {
         static_cast<unsigned long long>(result.batch_size), result.num_threads,
         s.bw_gbps, s.avg_inst_gbps, s.avg_lat_us, s.avg_tx_us, s.p99_tx_us,
         s.p999_tx_us, s.first_batch_us);
+    printFailovers(result);
     std::fflush(stdout);
 }
 
@@ -99,6 +110,7 @@ void printFailure(const CaseResult& result) {
         static_cast<unsigned long long>(result.requests),
         result.first_error.empty() ? "(none recorded)"
                                    : result.first_error.c_str());
+    printFailovers(result);
     std::fflush(stdout);
 }
 
@@ -119,6 +131,8 @@ Json::Value rowJson(const RunInfo& run, const CaseResult& result) {
     row["p99_tx_us"] = s.p99_tx_us;
     row["p999_tx_us"] = s.p999_tx_us;
     row["first_batch_us"] = s.first_batch_us;
+    if (result.failovers != 0)
+        row["failovers"] = Json::UInt64(result.failovers);
     row["completed_requests"] = Json::UInt64(s.completed_requests);
     row["elapsed_s"] = result.elapsed_s;
     if (!result.ok()) {

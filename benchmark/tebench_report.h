@@ -47,6 +47,9 @@ struct CaseResult : Tally {
     // The steady-state window: from the moment every thread finished its
     // first batch to the moment the last one finished its last batch.
     double elapsed_s = 0;
+    // Tasks the engine failed over to another transport during the case
+    // (docs/failover.md); printed, and in the JSON row, only when not 0.
+    uint64_t failovers = 0;
 
     bool ok() const { return failed_requests == 0 && first_error.empty(); }
 };
@@ -81,6 +84,8 @@ void printFirstTransfer(double latency_us, uint64_t block_size,
                         uint64_t batch_size, int threads);
 void printHeader();
 void printRow(const CaseResult& result);
+// "Failovers in case ...: N", after the row, when the case had any.
+void printFailovers(const CaseResult& result);
 // The failure report: count, total and the first error.
 void printFailure(const CaseResult& result);
 

@@ -333,10 +333,15 @@ class TransferEngine {
     // rpc/timeout_ms.
     Status probePeerAliveByID(SegmentID target_id);
 
-    // One progress step over the batch, then its overall status, as
-    // getTransferStatus(batch_id, overall_status) (there is no failover
-    // here to drive).
+    // One progress step over the batch (failing FAILED tasks over to the
+    // next transport, whatever enable_auto_failover_on_poll says), then
+    // its overall status, as getTransferStatus(batch_id, overall_status).
     Status progressBatch(BatchID batch_id, TransferStatus& overall_status);
+
+    // Tasks failed over from transport `from` to `to` so far
+    // (docs/failover.md); UNSPEC for both: every pair together.
+    uint64_t getFailoverCount(TransportType from = UNSPEC,
+                              TransportType to = UNSPEC) const;
 
     // NIC load needs RDMA NICs; this tree has no transport that reports it,
     // so: NotImplemented, `stats` emptied.

@@ -295,6 +295,7 @@ Status TransferEngineImpl::submitInternal(
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
+        if (failover_.enabled()) refs[i].request = request;
         Status s;
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
@@ -381,8 +382,12 @@ Status TransferEngineImpl::submitInternal(
         for (size_t k = 0; k < list->size(); ++k) {
             EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
             if (!s.ok()) {
-                // Unrouted, so it reads FAILED.
+                // Unrouted, so it reads FAILED, unless another transport
+                // may take it (failover.h).
                 ref.transport = nullptr;
+                if (failover_.enabled() && !isPermanentFailure(s)) {
+                    ref.failed_from = transport;
+                }
                 continue;
             }
             ref.sub = sub;
@@ -407,43 +412,46 @@ Status TransferEngineImpl::submitInternal(
     return Status::OK();
 }
 
-namespace {
-
-// A final `status` read from the transport becomes the task's verdict,
-// decided once: CANCELED when a cancel asked first, else what the
-// transport said; `status` then reads the verdict.
-void settleTask(EngineBatch::TaskRef& ref, TransferStatus& status) {
-    using Ref = EngineBatch::TaskRef;
-    uint8_t v = ref.verdict.load(std::memory_order_acquire);
-    while (v < Ref::kFinal) {
-        const int ended = v == Ref::kCancelRequested ? CANCELED : status.s;
-        const auto want = static_cast<uint8_t>(Ref::kFinal + ended);
-        if (ref.verdict.compare_exchange_weak(v, want,
-                                              std::memory_order_acq_rel,
-                                              std::memory_order_acquire)) {
+// A final `status` read from the transport becomes the task's verdict
+// (see engine_batch_table.h).
+void EngineBatch::TaskRef::settle(TransferStatus& status) {
+    uint8_t v = verdict.load(std::memory_order_acquire);
+    while (v < kFinal) {
+        const int ended = v == kCancelRequested ? CANCELED : status.s;
+        const auto want = static_cast<uint8_t>(kFinal + ended);
+        if (verdict.compare_exchange_weak(v, want, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
             v = want;
         }
     }
-    status.s = static_cast<TransferStatusEnum>(v - Ref::kFinal);
+    status.s = static_cast<TransferStatusEnum>(v - kFinal);
     // A load first, so that polls of a task already settled write nothing.
-    if (!ref.settled.load(std::memory_order_relaxed)) {
-        ref.settled.store(true, std::memory_order_release);
+    if (!settled.load(std::memory_order_relaxed)) {
+        settled.store(true, std::memory_order_release);
     }
 }
 
-}  // namespace
-
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
-                                      TransferStatus& status) {
+                                      TransferStatus& status, bool drive) {
     EngineBatch::TaskRef& ref = batch.tasks[task_id];
-    if (!ref.transport) {
+    // Since a failover, the task runs on its route (failover.h).
+    const EngineBatch::TaskRef::Where at = ref.where();
+    const FailoverRoute* route = at.route;
+    if (!at.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
     } else {
         CHECK_STATUS(
-            ref.transport->getTransferStatus(ref.sub, ref.sub_task, status));
+            at.transport->getTransferStatus(at.sub, at.sub_task, status));
     }
-    if (status.s != PENDING && status.s != INITIAL) settleTask(ref, status);
+    if (status.s == FAILED && failover_.enabled() &&
+        (failover_.on_poll || drive) &&
+        failOver(batch, task_id, route, status)) {
+        status.s = PENDING;
+        status.transferred_bytes = 0;
+        return Status::OK();
+    }
+    if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
     return Status::OK();
 }
 
@@ -505,7 +513,19 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id,
 Status TransferEngineImpl::progressBatch(BatchID batch_id,
                                          TransferStatus& overall) {
     // Reading every task is the step: transports here make progress on
-    // their own threads or when polled, and there is no failover to drive.
+    // their own threads or when polled. It fails tasks over whatever
+    // enable_auto_failover_on_poll says.
+    if (!available()) return notAvailable();
+    EngineBatch* batch = pinBatch(batch_id);
+    if (batch == nullptr) return unknownBatch("progressBatch", batch_id);
+    {
+        EngineBatchPin pin(batch);
+        const size_t count = batch->published.load(std::memory_order_acquire);
+        for (size_t i = 0; i < count; ++i) {
+            TransferStatus status;
+            CHECK_STATUS(taskStatus(*batch, i, status, /*drive=*/true));
+        }
+    }
     return getTransferStatus(batch_id, overall);
 }
 

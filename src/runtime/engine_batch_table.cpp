@@ -154,6 +154,7 @@ void EngineBatch::reset() {
     }
     more_subs.clear();
     sub_count = 0;
+    routes.release();
     {
         std::lock_guard<std::mutex> lock(hooks_mu);
         hooks.clear();

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/failover.h"
 #include "tent/common/types.h"
 #include "tent/runtime/transport.h"
 
@@ -54,7 +55,10 @@ struct EngineBatch {
               sub(other.sub),
               sub_task(other.sub_task),
               settled(other.settled.load(std::memory_order_relaxed)),
-              verdict(other.verdict.load(std::memory_order_relaxed)) {}
+              verdict(other.verdict.load(std::memory_order_relaxed)),
+              request(other.request),
+              failed_from(other.failed_from),
+              moved(other.moved.load(std::memory_order_relaxed)) {}
         TaskRef& operator=(const TaskRef& other) {
             transport = other.transport;
             sub = other.sub;
@@ -63,6 +67,11 @@ struct EngineBatch {
                           std::memory_order_relaxed);
             verdict.store(other.verdict.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
+            request = other.request;
+            failed_from = other.failed_from;
+            moved.store(other.moved.load(std::memory_order_relaxed),
+                        std::memory_order_relaxed);
+            moving.store(false, std::memory_order_relaxed);
             return *this;
         }
 
@@ -81,6 +90,38 @@ struct EngineBatch {
         static constexpr uint8_t kCancelRequested = 1;
         static constexpr uint8_t kFinal = 2;
         std::atomic<uint8_t> verdict{kOpen};
+
+        // A final `status` read from the transport becomes the verdict,
+        // decided once: CANCELED when a cancel asked first, else what the
+        // transport said; `status` then reads the verdict.
+        void settle(TransferStatus& status);
+
+        // Failover (runtime/failover.h). Written by the submission before
+        // it publishes the task, fixed after: the request, kept when
+        // failover is on, and the transport that refused it at submission
+        // when that may be retried (transport is then null).
+        Request request;
+        Transport* failed_from = nullptr;
+        // Where the task runs since its last failover (null: never moved);
+        // published with release once the new transport accepted it.
+        std::atomic<const FailoverRoute*> moved{nullptr};
+        // Held by the one status reader moving the task; others read it
+        // PENDING meanwhile.
+        std::atomic<bool> moving{false};
+
+        // Where the task runs now: its failover route when it moved, else
+        // where its submission put it (transport null: nowhere).
+        struct Where {
+            Transport* transport;
+            Transport::SubBatchRef sub;
+            int sub_task;
+            const FailoverRoute* route;
+        };
+        Where where() const {
+            const FailoverRoute* r = moved.load(std::memory_order_acquire);
+            if (r != nullptr) return {r->transport, r->sub, r->sub_task, r};
+            return {transport, sub, sub_task, nullptr};
+        }
     };
     // A submission's notification: sent to `peers` once the tasks
     // [begin, end) all read COMPLETED; dropped when one ends otherwise.
@@ -146,6 +187,9 @@ struct EngineBatch {
     std::mutex hooks_mu;
     std::vector<NotifyHook> hooks;
     std::atomic<size_t> open_hooks{0};
+
+    // The routes of its failed-over tasks; released by reset().
+    FailoverRoutes routes;
 
     // Next free slot while this one is on the table's free list.
     std::atomic<uint32_t> next_free{0};
@@ -247,6 +291,24 @@ class EngineBatchTable {
     // Frees the sub-batches of every batch still allocated (teardown, no
     // call running).
     void releaseAll();
+    // Calls `visit` with every batch allocated now, each pinned by its
+    // current generation while visited (the progress worker).
+    template <typename Visit>
+    void forEachLive(Visit visit) {
+        uint32_t count;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            count = slot_count_;
+        }
+        for (uint32_t slot = 0; slot < count; ++slot) {
+            EngineBatch* batch = slotOf(slot);
+            if (batch == nullptr) continue;
+            const uint32_t generation = batch->generation();
+            if ((generation & 1) == 0 || !batch->pin(generation)) continue;
+            EngineBatchPin pin(batch);
+            visit(*batch);
+        }
+    }
 
  private:
     using Chunk = std::array<std::atomic<EngineBatch*>, kChunkSlots>;

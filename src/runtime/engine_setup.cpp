@@ -94,8 +94,10 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     CHECK_STATUS(startNotifications());
     if (store_) CHECK_STATUS(claimSegmentName());
 
+    CHECK_STATUS(FailoverSettings::load(*conf_, failover_));
     CHECK_STATUS(selector_.loadPolicy(*conf_, topology_.get()));
     loadTransports();
+    CHECK_STATUS(startProgressWorker());
     if (store_) CHECK_STATUS(startPublishing());
     return Status::OK();
 }
@@ -177,6 +179,8 @@ void TransferEngineImpl::loadTransports() {
 }
 
 void TransferEngineImpl::teardown() {
+    // No pass over the batches runs once they are released below.
+    if (progress_worker_) progress_worker_->stop();
     // The name is given up first: peers stop finding a segment that is
     // going away.
     stopPublishing();

@@ -196,6 +196,13 @@ Status TransferEngine::progressBatch(BatchID batch_id,
     return impl_->progressBatch(batch_id, overall_status);
 }
 
+uint64_t TransferEngine::getFailoverCount(TransportType from,
+                                          TransportType to) const {
+    const FailoverCounters& counters = impl_->failoverCounters();
+    if (from == UNSPEC && to == UNSPEC) return counters.total();
+    return counters.count(from, to);
+}
+
 Status TransferEngine::getNicLoadStats(std::vector<NicLoadStats>& stats) const {
     stats.clear();
     return Status::NotImplemented(

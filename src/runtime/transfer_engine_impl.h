@@ -16,6 +16,7 @@
 #include "runtime/engine_batch_table.h"
 #include "runtime/notification_channel.h"
 #include "runtime/notification_inbox.h"
+#include "runtime/progress_worker.h"
 #include "tent/common/config.h"
 #include "tent/common/status.h"
 #include "tent/common/types.h"
@@ -100,6 +101,11 @@ class TransferEngineImpl {
     // engine_batch_cancel.cpp
     Status cancelTransfer(BatchID batch_id, size_t task_id);
 
+    // Failovers so far per (from, to) transport pair (engine_events.h).
+    const FailoverCounters& failoverCounters() const {
+        return failover_counters_;
+    }
+
  private:
     struct Loaded {
         const TransportEntry* entry;
@@ -134,8 +140,18 @@ class TransferEngineImpl {
                           EngineBatch::NotifyHook* hook);
     // Task `task_id` (< batch.published) of a batch the caller pinned, or
     // holds kFreeing on.
+    // `drive`: fail a FAILED task over even when
+    // enable_auto_failover_on_poll is off (progressBatch()).
     Status taskStatus(EngineBatch& batch, size_t task_id,
-                      TransferStatus& status);
+                      TransferStatus& status, bool drive = false);
+    // failover.cpp: moves task `task_id`, read FAILED on `seen` (its route
+    // then; null: its submission's transport), to the next transport able
+    // to carry it. True: it reads PENDING (moved, or another reader is
+    // moving it); false: it stays FAILED (settled when out of attempts or
+    // transports).
+    bool failOver(EngineBatch& batch, size_t task_id, const FailoverRoute* seen,
+                  TransferStatus& status);
+    TransportType typeOf(const Transport* transport) const;
     // Tasks of `batch` still PENDING (or INITIAL).
     Status countInFlight(EngineBatch& batch, size_t& in_flight);
     // freeBatch()'s wait, holding kFreeing, for the `in_flight` tasks it
@@ -205,6 +221,13 @@ class TransferEngineImpl {
 
     // User batches by id; see engine_batch_table.h.
     EngineBatchTable batches_;
+
+    // failover.h: the keys, read once at construction, and the counts.
+    FailoverSettings failover_;
+    FailoverCounters failover_counters_;
+    // failover.cpp: with enable_progress_worker, drives every live batch.
+    Status startProgressWorker();
+    std::unique_ptr<ProgressWorker> progress_worker_;
 
     // Notifications: what peers sent us, and how we send ours.
     std::unique_ptr<NotificationInbox> inbox_;
