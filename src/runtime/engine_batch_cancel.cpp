@@ -48,11 +48,13 @@ Status TransferEngineImpl::cancelTransfer(BatchID batch_id, size_t task_id) {
     // Final before the cancel could ask: it stays what it ended as.
     if (verdict >= Ref::kFinal) return Status::OK();
 
-    if (ref.transport != nullptr && ref.transport->supportsCancellation()) {
-        Status s = ref.transport->cancelTransferTask(ref.sub, ref.sub_task);
+    // Where the task runs now: a failover may have moved it.
+    const Ref::Where at = ref.where();
+    if (at.transport != nullptr && at.transport->supportsCancellation()) {
+        Status s = at.transport->cancelTransferTask(at.sub, at.sub_task);
         if (!s.ok()) {
             LOG(WARNING) << "cancelTransfer: transport "
-                         << ref.transport->getName()
+                         << at.transport->getName()
                          << " could not cancel batch " << batch_id << " task "
                          << task_id << ": " << s.message()
                          << "; it reads CANCELED once the transport finishes "

@@ -84,8 +84,9 @@ struct EngineBatch {
         std::atomic<bool> settled{false};
         // What the task's status reads once final, decided once (compare-
         // and-swap) so that a cancel and a status read racing on it agree:
-        // kOpen, kCancelRequested (cancelTransfer() waits for the transport
-        // to finish the task), or kFinal + the TransferStatusEnum it ended.
+        // kOpen, kCancelRequested (cancelTransfer() asked; the task reads
+        // CANCELED once its transport lets go of it), or kFinal + the
+        // TransferStatusEnum it ended.
         static constexpr uint8_t kOpen = 0;
         static constexpr uint8_t kCancelRequested = 1;
         static constexpr uint8_t kFinal = 2;
