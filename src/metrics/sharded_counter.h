@@ -1,0 +1,57 @@
+// Sharded counters and histograms for the metrics registry. The data path
+// only touches the calling thread's shard with relaxed atomics, so no lock
+// and no shared cache line is contended; a scrape sums the shards.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mooncake {
+namespace tent {
+namespace metrics {
+
+// Shard count is a power of two so a thread's slot is a mask, not a modulo.
+constexpr size_t kMetricShards = 16;
+
+// Index of the calling thread's shard, fixed for the thread's lifetime.
+size_t currentShard();
+
+class ShardedCounter {
+ public:
+    void add(uint64_t n) {
+        shards_[currentShard()].v.fetch_add(n, std::memory_order_relaxed);
+    }
+    uint64_t value() const;
+
+ private:
+    // One cache line per shard so two threads never share a line.
+    struct alignas(64) Slot {
+        std::atomic<uint64_t> v{0};
+    };
+    Slot shards_[kMetricShards];
+};
+
+// Prometheus histogram: cumulative buckets with "le" upper bounds, plus
+// _sum and _count. Bounds are fixed at construction.
+class ShardedHistogram {
+ public:
+    explicit ShardedHistogram(std::vector<double> bounds);
+    void observe(uint64_t value);
+    const std::vector<double>& bounds() const { return bounds_; }
+    // Non-cumulative count per bucket; the last entry is the +Inf bucket.
+    std::vector<uint64_t> bucketCounts() const;
+    uint64_t sum() const { return sum_.value(); }
+    uint64_t count() const { return count_.value(); }
+
+ private:
+    std::vector<double> bounds_;
+    std::vector<ShardedCounter> buckets_;  // bounds_.size() + 1
+    ShardedCounter sum_;
+    ShardedCounter count_;
+};
+
+}  // namespace metrics
+}  // namespace tent
+}  // namespace mooncake

@@ -1,0 +1,45 @@
+// The TENT metric set with upstream's names and label sets. Every metric is
+// pre-created per transport (labels come from the TransportType enum only),
+// so recording is an array index plus a sharded relaxed add.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "metrics/sharded_counter.h"
+#include "tent/common/types.h"
+
+namespace mooncake {
+namespace tent {
+namespace metrics {
+
+enum class Op { kRead = 0, kWrite = 1 };
+
+// Lower-case label value for a transport ("tcp", "shm", "mpcomm", ...).
+const char* transportLabel(TransportType t);
+
+class TentMetrics {
+ public:
+    TentMetrics();
+    ~TentMetrics();
+
+    // Request metrics: one per request, under its final transport.
+    void recordRequest(Op op, TransportType t, uint64_t bytes,
+                       uint64_t latency_us, bool ok);
+    // Attempt metrics: one per physical transport attempt.
+    void recordAttempt(Op op, TransportType t, uint64_t latency_us, bool ok);
+    // Fed by the failover path when a request moves to another transport.
+    void recordFailover(TransportType from, TransportType to);
+
+    // Prometheus text exposition format 0.0.4.
+    std::string renderPrometheus() const;
+
+ private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace metrics
+}  // namespace tent
+}  // namespace mooncake
