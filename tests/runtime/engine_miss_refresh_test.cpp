@@ -44,9 +44,12 @@ class MissRefreshTest : public TwoProcessTest,
 
     // A READ of `length` bytes at the target's address `remote` into the
     // local buffer, routed by the engine.
-    Request readAt(uint64_t remote, size_t length) {
-        return makeRequest(Request::READ, localBytes(), target_, remote,
-                           length);
+    // A READ of `length` bytes at `remote` into the local buffer at
+    // `local_offset` (requests of one batch get ranges of their own: two
+    // READs into one range would race).
+    Request readAt(uint64_t remote, size_t length, size_t local_offset = 0) {
+        return makeRequest(Request::READ, localBytes() + local_offset, target_,
+                           remote, length);
     }
 
     // The whole local buffer holds pattern `seed`.
@@ -106,7 +109,7 @@ TEST_P(MissRefreshTest, ASecondBufferRegisteredLaterIsReachedAfterOneReread) {
     EXPECT_EQ(engine_->getDescriptorRereads(), 1u);
     // Both buffers are in the copy now.
     ASSERT_EQ(run({readAt(target_base_, kBufferSize / 2),
-                   readAt(second, kBufferSize / 2)})[1]
+                   readAt(second, kBufferSize / 2, kBufferSize / 2)})[1]
                   .s,
               COMPLETED);
     EXPECT_EQ(engine_->getDescriptorRereads(), 1u);
@@ -127,7 +130,7 @@ TEST_P(MissRefreshTest, AWrongAddressFailsAsBeforeWithOneRereadPerInterval) {
         ASSERT_EQ(run({readAt(wrong, length)})[0].s, FAILED);
     }
     // One batch of several: the same.
-    auto states = run({readAt(wrong, length), readAt(wrong, length)});
+    auto states = run({readAt(wrong, length), readAt(wrong, length, length)});
     EXPECT_EQ(states[0].s, FAILED);
     EXPECT_EQ(states[1].s, FAILED);
     EXPECT_EQ(logs.countContaining(missText(wrong, length)), kBad + 2);
