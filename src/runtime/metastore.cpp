@@ -50,16 +50,26 @@ bool validUrlPath(const std::string& path) {
     return true;
 }
 
+// The trimmed entries of a comma list, empty ones included (an empty
+// entry is refused by each caller, naming it).
+std::vector<std::string> commaEntries(const std::string& list) {
+    std::vector<std::string> entries;
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t comma = list.find(',', start);
+        if (comma == std::string::npos) comma = list.size();
+        entries.push_back(trim(list.substr(start, comma - start)));
+        start = comma + 1;
+    }
+    return entries;
+}
+
 }  // namespace
 
 Status MetaStore::parseServers(const std::string& servers,
                                std::vector<std::string>& out) {
     out.clear();
-    size_t start = 0;
-    while (start <= servers.size()) {
-        size_t comma = servers.find(',', start);
-        if (comma == std::string::npos) comma = servers.size();
-        std::string entry = trim(servers.substr(start, comma - start));
+    for (const std::string& entry : commaEntries(servers)) {
         std::string host;
         uint16_t port = 0;
         Status s = net::parseHostPort(entry, "metadata server", host, port);
@@ -70,7 +80,6 @@ Status MetaStore::parseServers(const std::string& servers,
                 "expected)");
         }
         out.push_back(entry);
-        start = comma + 1;
     }
     return Status::OK();
 }
@@ -78,11 +87,7 @@ Status MetaStore::parseServers(const std::string& servers,
 Status MetaStore::parseHttpServers(const std::string& servers,
                                    std::vector<std::string>& out) {
     out.clear();
-    size_t start = 0;
-    while (start <= servers.size()) {
-        size_t comma = servers.find(',', start);
-        if (comma == std::string::npos) comma = servers.size();
-        const std::string entry = trim(servers.substr(start, comma - start));
+    for (const std::string& entry : commaEntries(servers)) {
         std::string rest = entry;
         const std::string scheme = "http://";
         if (rest.compare(0, scheme.size(), scheme) == 0) {
@@ -104,7 +109,6 @@ Status MetaStore::parseHttpServers(const std::string& servers,
                 "/metadata)");
         }
         out.push_back(scheme + authority + path);
-        start = comma + 1;
     }
     return Status::OK();
 }
