@@ -38,7 +38,7 @@ struct MemorySegmentDesc {
     // whose size no longer matches `buffers` is not used.
     std::vector<uint32_t> by_addr;
     // Not serialized either: how many of `buffers` are host memory (see
-    // memoryKindOf()), counted by indexBuffers(). When all are, routing
+    // parseMemoryLocation()), counted by indexBuffers(). When all are, routing
     // knows the segment's memory kind without finding the buffer.
     size_t dram_buffers = 0;
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "tent/runtime/memory_location.h"
 #include "tent/runtime/segment_manager.h"
-#include "tent/runtime/transport_selector.h"
 #include "transport/shm/shm_guarded_copy.h"
 #include "transport/shm/shm_mapping_cache.h"
 #include "transport/shm/shm_object.h"
@@ -111,7 +111,13 @@ Status ShmTransport::allocateLocalMemory(void** addr, size_t size,
     if (!addr) {
         return Status::InvalidArgument("shm allocateLocalMemory: addr is null");
     }
-    if (memoryKindOf(options.location) != MemoryKind::kDram) {
+    MemoryLocation where;
+    Status s = parseMemoryLocation(options.location, &where);
+    if (!s.ok()) {
+        return Status::InvalidArgument("shm allocateLocalMemory: " +
+                                       std::string(s.message()));
+    }
+    if (where.device()) {
         return Status::InvalidArgument(
             "shm transport allocates host memory only, not " +
             options.location);
@@ -160,6 +166,21 @@ Status ShmTransport::addMemoryBuffer(BufferDesc& desc,
         return Status::InvalidArgument("shm transport cannot register " +
                                        rangeText(desc.addr, desc.length) +
                                        ": length is zero");
+    }
+    // Peers map what shm registers as host memory; device memory at the
+    // same address would be a different thing.
+    MemoryLocation where;
+    Status parsed = parseMemoryLocation(desc.location, &where);
+    if (!parsed.ok()) {
+        return Status::InvalidArgument("shm transport cannot register " +
+                                       rangeText(desc.addr, desc.length) +
+                                       ": " + std::string(parsed.message()));
+    }
+    if (where.device()) {
+        return Status::InvalidArgument(
+            "shm transport cannot register " +
+            rangeText(desc.addr, desc.length) + ": it is device memory at " +
+            desc.location + "; shm carries host memory only");
     }
     std::lock_guard<std::mutex> lock(exports_mu_);
     // The allocation at or below desc.addr, and the next one above it.

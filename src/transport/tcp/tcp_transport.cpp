@@ -12,6 +12,7 @@
 #include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
+#include "tent/runtime/memory_location.h"
 #include "tent/runtime/platform.h"
 #include "transport/sub_batch_ops.h"
 #include "transport/tcp/tcp_buffers.h"
@@ -268,7 +269,9 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
                                        hexRange(desc.addr, desc.length) +
                                        ": length is zero");
     }
-    const bool device = isDeviceLocation(desc.location);
+    MemoryLocation where;
+    CHECK_STATUS(parseMemoryLocation(desc.location, &where));
+    const bool device = where.device();
     if (device && !stager_) {
         return Status::InvalidArgument(
             "tcp transport cannot register device memory at " + desc.location +
@@ -387,7 +390,7 @@ Status TcpTransport::submitTransferTasks(
                 task->finish(FAILED);
                 continue;
             }
-            task->local_device = isDeviceLocation(where);
+            task->local_device = isDeviceMemoryLocation(where);
         }
         task->units_left.store(Task::units(r.length, r.length),
                                std::memory_order_relaxed);
