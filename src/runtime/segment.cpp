@@ -267,6 +267,11 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
 
 }  // namespace
 
+Status noSegmentDescriptor(SegmentID id) {
+    return Status::InvalidArgument("no descriptor for segment id " +
+                                   std::to_string(id));
+}
+
 Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
     if (!value.isObject()) {
         return Status::InvalidEntry("segment descriptor is not a JSON object");

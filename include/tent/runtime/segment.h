@@ -105,6 +105,10 @@ Json::Value segmentToJson(const SegmentDesc& desc);
 // refused before any buffer is decoded.
 Status segmentFromJson(const Json::Value& value, SegmentDesc& desc);
 
+// What every user of a segment id says when no descriptor backs it: an
+// InvalidArgument naming the id.
+Status noSegmentDescriptor(SegmentID id);
+
 // metadata/max_segment_buffers: the most buffers a peer's descriptor may
 // list (p2p reply or store value). Process-wide, like the JSON limits; an
 // engine sets it from its configuration at start.
