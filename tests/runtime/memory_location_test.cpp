@@ -132,6 +132,23 @@ TEST_P(MemoryLocationTest, TheSelectorRoutesByTheSameVerdictAtEitherEnd) {
     }
 }
 
+// A segment whose buffers are all host memory lets routing skip finding
+// the buffer; one at this location keeps that shortcut exactly when it is
+// host memory (an unknown one must reach the selector to be refused).
+TEST_P(MemoryLocationTest, SegmentIndexingCountsOnlyHostMemoryAsDram) {
+    MemorySegmentDesc memory;
+    memory.buffers.resize(2);
+    memory.buffers[0].addr = 0x1000;
+    memory.buffers[0].length = 0x1000;
+    memory.buffers[0].location = "*";
+    memory.buffers[1].addr = 0x4000;
+    memory.buffers[1].length = 0x1000;
+    memory.buffers[1].location = location_;
+    memory.indexBuffers();
+    EXPECT_EQ(memory.dram_buffers, verdict_ == Verdict::kHost ? 2u : 1u);
+    EXPECT_EQ(memory.allDram(), verdict_ == Verdict::kHost);
+}
+
 // tcp on its own, not installed: the CPU platform has no device memory,
 // so there is no stager and device memory is refused naming the location.
 TEST_P(MemoryLocationTest, TcpRegistrationAloneAgrees) {
