@@ -205,5 +205,29 @@ TEST(PlatformTest, DeviceMemoryOnTheWrongDeviceIsRefusedNamingBoth) {
     EXPECT_FALSE(fake->isDevice(dev));
 }
 
+// Device memory of one kind registered as another kind's, same index:
+// the kinds must agree too, not only host versus device.
+TEST(PlatformTest, DeviceMemoryOfAnotherKindIsRefusedNamingBoth) {
+    auto fake = std::make_shared<FakeDevicePlatform>();
+    ScopedPlatform scoped(fake);
+    TransferEngine engine(testing::onlyTransport(TCP));
+    ASSERT_TRUE(engine.available());
+    std::vector<char> memory(4096);
+    fake->adopt(memory.data(), memory.size(), "rocm:0");
+    MemoryOptions options;
+    options.location = "cuda:0";
+    EXPECT_EQ(engine.registerLocalMemory(memory.data(), memory.size(), options),
+              Status::InvalidArgument(
+                  "cannot register buffer " +
+                  testing::bufferText(memory.data(), memory.size()) +
+                  " at location cuda:0: the fake-device platform locates "
+                  "it at rocm:0"));
+    options.location = "rocm:0";
+    ASSERT_TRUE(
+        engine.registerLocalMemory(memory.data(), memory.size(), options).ok());
+    EXPECT_EQ(publishedLocation(engine), "rocm:0");
+    EXPECT_TRUE(engine.unregisterLocalMemory(memory.data()).ok());
+}
+
 }  // namespace
 }  // namespace mooncake::tent
