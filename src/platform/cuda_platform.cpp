@@ -24,6 +24,7 @@
 
 #include "runtime/location_parse.h"
 #include "runtime/platform_factory.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
