@@ -1,12 +1,14 @@
 // The sub-batch and request checks tcp and shm share (sub_batch_ops.h):
 // each refusal's exact text, and both transports answering a status read
-// for a task they never had in the same words but for their name.
+// for a task they never had in the same words but for their name. Also the
+// shared "no descriptor" text (segment.h).
 #include "transport/sub_batch_ops.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "tent/runtime/segment.h"
 #include "tent/transport/shm/shm_transport.h"
 #include "tent/transport/tcp/tcp_transport.h"
 
@@ -74,6 +76,16 @@ void expectNoTask(const char* name) {
 TEST(SubBatchOpsTest, TcpAndShmRefuseAnUnknownTaskAlike) {
     expectNoTask<TcpTransport>("tcp");
     expectNoTask<ShmTransport>("shm");
+}
+
+// The one text the engine, notifications and tcp give for a segment id no
+// descriptor backs.
+TEST(SubBatchOpsTest, NoDescriptorNamesTheSegmentId) {
+    EXPECT_EQ(noSegmentDescriptor(42),
+              Status::InvalidArgument("no descriptor for segment id 42"));
+    EXPECT_EQ(noSegmentDescriptor(UINT64_MAX),
+              Status::InvalidArgument("no descriptor for segment id " +
+                                      std::to_string(UINT64_MAX)));
 }
 
 }  // namespace
