@@ -24,6 +24,7 @@
 
 #include "runtime/location_parse.h"
 #include "runtime/platform_factory.h"
+#include "tent/runtime/platform.h"
 
 namespace mooncake::tent {
 
@@ -110,9 +111,15 @@ class CudaPlatform : public Platform {
 
     Status allocate(void** ptr, size_t size,
                     const Location& location) override {
-        ParsedLocation where;
-        CHECK_STATUS(checkAllocation(ptr, size, location, where));
-        if (!where.device) return allocateHost(ptr, size, location);
+        MemoryLocation where;
+        CHECK_STATUS(checkAllocation(ptr, size, location, &where));
+        if (!where.device()) return allocateHost(ptr, size, location);
+        if (where.kind != MemoryLocationKind::kCuda) {
+            return Status::NotImplemented("cannot allocate at location " +
+                                          location +
+                                          ": the cuda platform serves cuda:N "
+                                          "device memory only");
+        }
         ScopedDevice scope(where.index);
         CHECK_STATUS(scope.status());
         void* out = nullptr;
@@ -128,8 +135,8 @@ class CudaPlatform : public Platform {
     }
 
     Status free(void* ptr, size_t size, const Location& location) override {
-        ParsedLocation where;
-        if (parseLocation(location, where).ok() && where.device) {
+        MemoryLocation where;
+        if (parseMemoryLocation(location, &where).ok() && where.device()) {
             ScopedDevice scope(where.index);
             CHECK_STATUS(scope.status());
             cudaError_t err = cudaFree(ptr);

@@ -303,8 +303,7 @@ Status TransferEngineImpl::submitInternal(
             remote_lookup.reset();
             s = segments_->getRemoteCached(desc, request.target_id);
             if (s.ok() && !desc) {
-                s = Status::InvalidArgument("no descriptor for segment id " +
-                                            std::to_string(request.target_id));
+                s = noSegmentDescriptor(request.target_id);
             }
             last_target = request.target_id;
             if (desc) {

@@ -53,8 +53,7 @@ Status peerNameOf(SegmentManager& segments, SegmentID id, std::string& name) {
     SegmentDescRef desc;
     CHECK_STATUS(segments.getRemoteCached(desc, id));
     if (!desc || desc->name.empty()) {
-        return Status::InvalidArgument("no descriptor for segment id " +
-                                       std::to_string(id));
+        return noSegmentDescriptor(id);
     }
     name = desc->name;
     return Status::OK();

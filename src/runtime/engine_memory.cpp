@@ -33,8 +33,8 @@ std::string describe(const void* addr, size_t size) {
 // memory the caller's NUMA node is kept, since the platform may not know it.
 Status locateBuffer(void* addr, size_t size, const Location& given,
                     Location& out) {
-    ParsedLocation want;
-    Status s = parseLocation(given, want);
+    MemoryLocation want;
+    Status s = parseMemoryLocation(given, &want);
     if (!s.ok()) {
         return Status::InvalidArgument("cannot register buffer " +
                                        describe(addr, size) + ": " +
@@ -52,20 +52,20 @@ Status locateBuffer(void* addr, size_t size, const Location& given,
         out = found;
         return Status::OK();
     }
-    ParsedLocation have;
-    s = parseLocation(found, have);
-    bool agree = s.ok() && have.device == want.device &&
-                 (!want.device || have.index == want.index);
+    MemoryLocation have;
+    s = parseMemoryLocation(found, &have);
+    bool agree = s.ok() && have.kind == want.kind &&
+                 (!want.device() || have.index == want.index);
     if (!agree) {
         std::string why = "cannot register buffer " + describe(addr, size) +
                           " at location " + given + ": the " +
                           platform->name() + " platform locates it at " + found;
-        if (want.device && std::string(platform->name()) == "cpu") {
+        if (want.device() && std::string(platform->name()) == "cpu") {
             why += " (device memory needs a build with USE_CUDA=ON)";
         }
         return Status::InvalidArgument(why);
     }
-    out = want.device || given == "cpu" ? found : given;
+    out = want.device() || given == "cpu" ? found : given;
     return Status::OK();
 }
 
@@ -80,11 +80,18 @@ Status TransferEngineImpl::allocateLocalMemory(void** addr, size_t size,
         return Status::InvalidArgument("allocateLocalMemory: size is zero");
     }
     std::shared_ptr<Platform> platform = currentPlatform();
+    // Refused here whatever the platform, so that no platform is asked
+    // for memory of a kind the rest of the engine would not route.
+    MemoryLocation where;
+    Status parsed = parseMemoryLocation(options.location, &where);
+    if (!parsed.ok()) {
+        return Status::InvalidArgument("allocateLocalMemory: " +
+                                       std::string(parsed.message()));
+    }
     // With shm loaded, host memory is a shared object peers on this host
     // can map (docs/shm.md).
     Transport* shm = transportOf(SHM);
-    ParsedLocation where;
-    if (shm && parseLocation(options.location, where).ok() && !where.device) {
+    if (shm && !where.device()) {
         void* ptr = nullptr;
         CHECK_STATUS(shm->allocateLocalMemory(&ptr, size, options));
         std::lock_guard<std::mutex> lock(memory_mu_);

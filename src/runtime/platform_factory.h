@@ -5,10 +5,13 @@
 
 #include <memory>
 
-#include "tent/runtime/platform.h"
-
 namespace mooncake::tent {
 
+// Declared, not included: platform.cpp includes this header, and the
+// makers' sources include both.
+class Platform;
+
+// src/runtime/platform_cpu.cpp.
 std::shared_ptr<Platform> makeCpuPlatform();
 
 #ifdef USE_CUDA

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/json_util.h"
-#include "tent/runtime/transport_selector.h"
+#include "tent/runtime/memory_location.h"
 
 namespace mooncake::tent {
 
@@ -60,8 +60,13 @@ bool holds(const BufferDesc& buf, uint64_t addr, uint64_t length) {
 void MemorySegmentDesc::indexBuffers() {
     by_addr.clear();
     dram_buffers = 0;
+    // A location that does not parse is not counted: routing then finds
+    // the buffer, and the selector refuses it by name.
     for (const BufferDesc& buf : buffers) {
-        if (memoryKindOf(buf.location) == MemoryKind::kDram) ++dram_buffers;
+        MemoryLocation where;
+        if (parseMemoryLocation(buf.location, &where).ok() && !where.device()) {
+            ++dram_buffers;
+        }
     }
     if (buffers.size() > UINT32_MAX) return;
     std::vector<uint32_t> order(buffers.size());
@@ -261,6 +266,11 @@ Status parseBuffer(const Json::Value& b, size_t index, BufferDesc& out) {
 }
 
 }  // namespace
+
+Status noSegmentDescriptor(SegmentID id) {
+    return Status::InvalidArgument("no descriptor for segment id " +
+                                   std::to_string(id));
+}
 
 Status segmentFromJson(const Json::Value& value, SegmentDesc& desc) {
     if (!value.isObject()) {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "tent/common/status.h"
+#include "tent/runtime/selection_policy_types.h"
 #include "tent/runtime/topology.h"
-#include "tent/runtime/transport_selector.h"
 
 namespace mooncake::tent {
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "runtime/selection_policy.h"
+#include "tent/runtime/memory_location.h"
 
 namespace mooncake::tent {
 
@@ -43,31 +44,20 @@ std::string joinNames(const std::vector<TransportType>& list) {
 
 }  // namespace
 
-MemoryKind memoryKindOf(std::string_view location) {
-    // The type is what precedes ':' ("cuda:0"), or the whole text. Every
-    // device type has 3 or 4 letters, so a longer one is settled without a
-    // compare; this runs for both ends of every routed request.
-    size_t n = 0;
-    while (n < location.size() && location[n] != ':') {
-        if (++n > 4) return MemoryKind::kDram;
-    }
-    const std::string_view type = location.substr(0, n);
-    if (n == 3 && (type == "gpu" || type == "npu")) return MemoryKind::kVram;
-    if (n == 4 && (type == "cuda" || type == "rocm" || type == "musa")) {
-        return MemoryKind::kVram;
-    }
-    return MemoryKind::kDram;
-}
-
 // One request's search: the pair it needs carried and every refusal met on
 // the way, so that a failure can list them (each transport once).
 class TransportSelector::Attempt {
  public:
-    explicit Attempt(const RouteContext& context)
-        : context_(context),
-          local_(memoryKindOf(context.local_location)),
-          remote_(memoryKindOf(context.remote_location)) {}
+    explicit Attempt(const RouteContext& context) : context_(context) {
+        status_ = kindOf("local", context.local_location, local_);
+        if (status_.ok()) {
+            status_ = kindOf("remote", context.remote_location, remote_);
+        }
+    }
 
+    // Not OK when either location names no memory kind: such a request is
+    // refused before any transport is considered.
+    const Status& status() const { return status_; }
     MemoryKind local() const { return local_; }
     MemoryKind remote() const { return remote_; }
 
@@ -93,9 +83,27 @@ class TransportSelector::Attempt {
     }
 
  private:
+    // An empty location is one not known (no registered buffer holds the
+    // range); it is routed as host memory and the transport judges it.
+    static Status kindOf(const char* side, std::string_view location,
+                         MemoryKind& out) {
+        out = MemoryKind::kDram;
+        if (location.empty()) return Status::OK();
+        MemoryLocation where;
+        Status s = parseMemoryLocation(location, &where);
+        if (!s.ok()) {
+            return Status::InvalidArgument(std::string("cannot route: ") +
+                                           side + " " +
+                                           std::string(s.message()));
+        }
+        if (where.device()) out = MemoryKind::kVram;
+        return Status::OK();
+    }
+
     const RouteContext& context_;
-    MemoryKind local_;
-    MemoryKind remote_;
+    Status status_;
+    MemoryKind local_ = MemoryKind::kDram;
+    MemoryKind remote_ = MemoryKind::kDram;
     std::vector<std::string> reasons_;
 };
 
@@ -146,7 +154,8 @@ Status TransportSelector::checkHint(TransportType hint) const {
 
 bool TransportSelector::matches(const SelectionPolicy& policy,
                                 const Request& request,
-                                const RouteContext& context) const {
+                                const RouteContext& context,
+                                const Attempt& attempt) const {
     if (!policy.segment_type.empty() &&
         policy.segment_type !=
             (context.segment_type == SegmentType::File ? "file" : "memory")) {
@@ -155,12 +164,10 @@ bool TransportSelector::matches(const SelectionPolicy& policy,
     if (policy.same_machine && *policy.same_machine != context.same_machine) {
         return false;
     }
-    if (policy.local_memory &&
-        *policy.local_memory != memoryKindOf(context.local_location)) {
+    if (policy.local_memory && *policy.local_memory != attempt.local()) {
         return false;
     }
-    if (policy.remote_memory &&
-        *policy.remote_memory != memoryKindOf(context.remote_location)) {
+    if (policy.remote_memory && *policy.remote_memory != attempt.remote()) {
         return false;
     }
     if (policy.min_size && request.length < *policy.min_size) return false;
@@ -220,6 +227,7 @@ Status TransportSelector::select(const Request& request,
                                  const RouteContext& context,
                                  TransportType& chosen) const {
     Attempt attempt(context);
+    if (!attempt.status().ok()) return attempt.status();
     // 1. The caller's hint, when it can carry the pair. The target buffer's
     //    registrations are not checked: the transport reports what it
     //    cannot reach.
@@ -278,7 +286,7 @@ Status TransportSelector::select(const Request& request,
 
     // 3. Policy rules, in configuration order.
     for (const SelectionPolicy& policy : policies_) {
-        if (!matches(policy, request, context)) continue;
+        if (!matches(policy, request, context, attempt)) continue;
         TransportType t = firstAble(
             policy.transports.empty() ? buffer_order : policy.transports,
             &policy, context, attempt);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "tent/runtime/memory_location.h"
 #include "tent/runtime/platform.h"
 
 namespace mooncake::tent::testing {
@@ -28,7 +29,7 @@ class FakeDevicePlatform : public Platform {
                     const Location& location) override {
         void* out = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
         if (!out) return Status::InternalError("fake allocate failed");
-        if (isDeviceLocation(location)) {
+        if (isDeviceMemoryLocation(location)) {
             std::lock_guard<std::mutex> lock(mu_);
             device_[reinterpret_cast<uintptr_t>(out)] = {size, location};
         }

@@ -45,12 +45,21 @@ class CapabilitySelectionTest : public ::testing::Test {
     TransportType chosen_ = UNSPEC;
 };
 
-TEST_F(CapabilitySelectionTest, DeviceLocationsAreVramAndTheRestDram) {
-    EXPECT_EQ(memoryKindOf("cuda:0"), MemoryKind::kVram);
-    EXPECT_EQ(memoryKindOf("cuda"), MemoryKind::kVram);
-    EXPECT_EQ(memoryKindOf("cpu:1"), MemoryKind::kDram);
-    EXPECT_EQ(memoryKindOf("*"), MemoryKind::kDram);
-    EXPECT_EQ(memoryKindOf("cudaish:0"), MemoryKind::kDram);
+TEST_F(CapabilitySelectionTest, DeviceLocationsAreVramAndUnknownOnesRefused) {
+    selector_.setCapabilities(TCP, dramOnly());
+    selector_.setCapabilities(MPCOMM, dramOnly());
+    for (const char* device : {"cuda:0", "rocm:1", "musa:2", "npu:3"}) {
+        Status s = select(device, "cpu:1");
+        EXPECT_NE(s.message().find("tcp: no gpu_to_dram"), std::string::npos)
+            << device << ": " << s.message();
+    }
+    EXPECT_TRUE(select("cpu:1", "*").ok());
+    EXPECT_EQ(select("cudaish:0", "cpu:0"),
+              Status::InvalidArgument(
+                  "cannot route: local location \"cudaish:0\" is not one "
+                  "of \"*\", \"cpu\", \"cpu:<numa node>\", "
+                  "\"cuda:<device>\", \"rocm:<device>\", "
+                  "\"musa:<device>\", \"npu:<device>\""));
 }
 
 TEST_F(CapabilitySelectionTest, WildcardCountsAsDram) {

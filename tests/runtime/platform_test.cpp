@@ -10,7 +10,7 @@
 
 #include "kit/engine_config.h"
 #include "kit/fake_device_platform.h"
-#include "runtime/location_parse.h"
+#include "tent/runtime/memory_location.h"
 #include "tent/transfer_engine.h"
 
 namespace mooncake::tent {
@@ -39,7 +39,7 @@ TEST(PlatformTest, TheBuildPlatformAllocatesCopiesAndLocatesHostMemory) {
     Location where;
     ASSERT_TRUE(platform->locate(b, 8192, where).ok());
     EXPECT_EQ(where.rfind("cpu:", 0), 0u) << where;
-    EXPECT_FALSE(isDeviceLocation(where));
+    EXPECT_FALSE(isDeviceMemoryLocation(where));
     EXPECT_TRUE(platform->free(a, 8192, "cpu:0").ok());
     EXPECT_TRUE(platform->free(b, 8192, kWildcardLocation).ok());
 }
@@ -104,26 +104,33 @@ TEST(PlatformTest, TheTestOverrideIsUsedUntilReset) {
 }
 
 TEST(PlatformTest, LocationsParseOrNameTheBadValue) {
-    ParsedLocation p;
-    ASSERT_TRUE(parseLocation("cuda:3", p).ok());
-    EXPECT_TRUE(p.device);
+    MemoryLocation p;
+    ASSERT_TRUE(parseMemoryLocation("cuda:3", &p).ok());
+    EXPECT_TRUE(p.device());
+    EXPECT_EQ(p.kind, MemoryLocationKind::kCuda);
     EXPECT_EQ(p.index, 3);
-    ASSERT_TRUE(parseLocation("cpu:1", p).ok());
-    EXPECT_FALSE(p.device);
+    ASSERT_TRUE(parseMemoryLocation("cpu:1", &p).ok());
+    EXPECT_FALSE(p.device());
     EXPECT_EQ(p.index, 1);
-    ASSERT_TRUE(parseLocation("*", p).ok());
+    ASSERT_TRUE(parseMemoryLocation("*", &p).ok());
     EXPECT_TRUE(p.wildcard);
-    for (const char* bad :
-         {"gpu:0", "cuda:", "cuda:x", "cpu:-1", "cuda:70000", ""}) {
-        EXPECT_EQ(parseLocation(bad, p),
+    for (const char* bad : {"gpu:0", "cuda:", "cuda:x", "cpu:-1", "cuda:70000",
+                            "", "cuda", "rocm", "cpu:0:1", "CPU:0"}) {
+        EXPECT_EQ(parseMemoryLocation(bad, &p),
                   Status::InvalidArgument(
                       std::string("location \"") + bad +
-                      "\" is not one of \"*\", \"cpu:<numa node>\", "
-                      "\"cuda:<device>\""));
+                      "\" is not one of \"*\", \"cpu\", \"cpu:<numa "
+                      "node>\", \"cuda:<device>\", \"rocm:<device>\", "
+                      "\"musa:<device>\", \"npu:<device>\""))
+            << bad;
+        EXPECT_TRUE(p.wildcard) << bad;
+        EXPECT_FALSE(p.device()) << bad;
     }
-    EXPECT_TRUE(isDeviceLocation("cuda:0"));
-    EXPECT_FALSE(isDeviceLocation("cpu:0"));
-    EXPECT_FALSE(isDeviceLocation(kWildcardLocation));
+    EXPECT_TRUE(isDeviceMemoryLocation("cuda:0"));
+    EXPECT_TRUE(isDeviceMemoryLocation("rocm:0"));
+    EXPECT_FALSE(isDeviceMemoryLocation("cpu:0"));
+    EXPECT_FALSE(isDeviceMemoryLocation(kWildcardLocation));
+    EXPECT_FALSE(isDeviceMemoryLocation("cudaish:0"));
 }
 
 TEST(PlatformTest, RegistrationPublishesTheLocationThePlatformFinds) {
@@ -168,8 +175,10 @@ TEST(PlatformTest, HostMemoryRegisteredAsDeviceMemoryIsRefusedNamingBoth) {
               Status::InvalidArgument(
                   "cannot register buffer " +
                   testing::bufferText(host.data(), host.size()) +
-                  ": location \"dram\" is not one of \"*\", \"cpu:<numa "
-                  "node>\", \"cuda:<device>\""));
+                  ": location \"dram\" is not one of \"*\", \"cpu\", "
+                  "\"cpu:<numa node>\", \"cuda:<device>\", "
+                  "\"rocm:<device>\", \"musa:<device>\", "
+                  "\"npu:<device>\""));
     SegmentInfo info;
     ASSERT_TRUE(engine.getSegmentInfo(LOCAL_SEGMENT_ID, info).ok());
     EXPECT_TRUE(info.buffers.empty());
@@ -194,6 +203,30 @@ TEST(PlatformTest, DeviceMemoryOnTheWrongDeviceIsRefusedNamingBoth) {
                   "it at cuda:1"));
     EXPECT_TRUE(engine.freeLocalMemory(dev).ok());
     EXPECT_FALSE(fake->isDevice(dev));
+}
+
+// Device memory of one kind registered as another kind's, same index:
+// the kinds must agree too, not only host versus device.
+TEST(PlatformTest, DeviceMemoryOfAnotherKindIsRefusedNamingBoth) {
+    auto fake = std::make_shared<FakeDevicePlatform>();
+    ScopedPlatform scoped(fake);
+    TransferEngine engine(testing::onlyTransport(TCP));
+    ASSERT_TRUE(engine.available());
+    std::vector<char> memory(4096);
+    fake->adopt(memory.data(), memory.size(), "rocm:0");
+    MemoryOptions options;
+    options.location = "cuda:0";
+    EXPECT_EQ(engine.registerLocalMemory(memory.data(), memory.size(), options),
+              Status::InvalidArgument(
+                  "cannot register buffer " +
+                  testing::bufferText(memory.data(), memory.size()) +
+                  " at location cuda:0: the fake-device platform locates "
+                  "it at rocm:0"));
+    options.location = "rocm:0";
+    ASSERT_TRUE(
+        engine.registerLocalMemory(memory.data(), memory.size(), options).ok());
+    EXPECT_EQ(publishedLocation(engine), "rocm:0");
+    EXPECT_TRUE(engine.unregisterLocalMemory(memory.data()).ok());
 }
 
 }  // namespace

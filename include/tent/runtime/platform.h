@@ -64,8 +64,4 @@ std::shared_ptr<Platform> currentPlatform();
 // override is set.
 bool currentPlatformIsCpu();
 
-// True for device locations ("cuda:..."), false for host ("cpu:...") and
-// the wildcard.
-bool isDeviceLocation(const Location& location);
-
 }  // namespace mooncake::tent

@@ -38,7 +38,7 @@ struct MemorySegmentDesc {
     // whose size no longer matches `buffers` is not used.
     std::vector<uint32_t> by_addr;
     // Not serialized either: how many of `buffers` are host memory (see
-    // memoryKindOf()), counted by indexBuffers(). When all are, routing
+    // parseMemoryLocation()), counted by indexBuffers(). When all are, routing
     // knows the segment's memory kind without finding the buffer.
     size_t dram_buffers = 0;
 
@@ -104,6 +104,10 @@ Json::Value segmentToJson(const SegmentDesc& desc);
 // bad field. A descriptor with more than maxSegmentBuffers() buffers is
 // refused before any buffer is decoded.
 Status segmentFromJson(const Json::Value& value, SegmentDesc& desc);
+
+// What every user of a segment id says when no descriptor backs it: an
+// InvalidArgument naming the id.
+Status noSegmentDescriptor(SegmentID id);
 
 // metadata/max_segment_buffers: the most buffers a peer's descriptor may
 // list (p2p reply or store value). Process-wide, like the JSON limits; an

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "tent/common/status.h"
+#include "tent/common/types.h"
+#include "tent/runtime/memory_location.h"
 
 namespace mooncake::tent {
 
@@ -36,6 +38,39 @@ class Topology {
 
     std::vector<NicEntry> nic_list_;
     std::vector<MemEntry> mem_list_;
+};
+
+// Upstream TENT's view of a location: its type ("cpu", "cuda", "rocm",
+// "musa", "npu"; "*" for the wildcard) and index (-1 for the wildcard).
+// Kept in upstream's shape so that units built in both trees can use it;
+// here it reads through parseMemoryLocation(). A location that does not
+// parse keeps upstream's answer, the text before ':' with index -1; valid()
+// tells it apart.
+class LocationParser {
+ public:
+    LocationParser(const std::string& location) {
+        MemoryLocation where;
+        valid_ = parseMemoryLocation(location, &where).ok();
+        if (!valid_) {
+            type_ = location.substr(0, location.find(':'));
+            return;
+        }
+        if (where.wildcard) {
+            type_ = kWildcardLocation;
+            return;
+        }
+        type_ = memoryLocationKindName(where.kind);
+        index_ = where.index;
+    }
+
+    std::string type() const { return type_; }
+    int index() const { return index_; }
+    bool valid() const { return valid_; }
+
+ private:
+    std::string type_;
+    int index_ = -1;
+    bool valid_ = false;
 };
 
 }  // namespace mooncake::tent

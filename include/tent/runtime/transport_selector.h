@@ -29,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,35 +37,11 @@
 #include "tent/common/status.h"
 #include "tent/common/types.h"
 #include "tent/runtime/segment.h"
+#include "tent/runtime/selection_policy_types.h"
 #include "tent/runtime/topology.h"
 #include "tent/runtime/transport.h"
 
 namespace mooncake::tent {
-
-// Where a buffer lives, as a policy rule's local_memory/remote_memory
-// names it.
-enum class MemoryKind { kDram, kVram };
-
-// "cuda:N" (and the other accelerators' prefixes) is VRAM; "cpu:N", "*"
-// and anything else is DRAM.
-MemoryKind memoryKindOf(std::string_view location);
-
-struct SelectionPolicy {
-    std::string name;
-    std::string segment_type;  // "" = any
-    std::optional<bool> same_machine;
-    std::optional<MemoryKind> local_memory;  // nullopt = any
-    std::optional<MemoryKind> remote_memory;
-    std::optional<uint64_t> min_size;
-    std::optional<uint64_t> max_size;
-    std::optional<int> priority;  // exact match with Request::priority
-    // NIC names of the local topology, and the transports that run on
-    // them (RDMA NICs: mpcomm; TCP NICs: tcp); empty = no restriction.
-    std::vector<std::string> devices;
-    std::vector<TransportType> device_transports;
-    std::vector<TransportType> transports;  // empty = the buffer's order
-    std::optional<IntentType> intent_type;
-};
 
 // What the engine knows about one request besides the Request itself.
 // Views, so that building one per request copies no string; what they
@@ -114,7 +89,7 @@ class TransportSelector {
 
     const Loaded* find(TransportType t) const;
     bool matches(const SelectionPolicy& policy, const Request& request,
-                 const RouteContext& context) const;
+                 const RouteContext& context, const Attempt& attempt) const;
     // Whether `t` can carry the request (under `policy`, when not null);
     // notes the refusal in `attempt` when not.
     bool able(TransportType t, const SelectionPolicy* policy,

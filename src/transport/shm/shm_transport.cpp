@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "tent/runtime/memory_location.h"
 #include "tent/runtime/segment_manager.h"
-#include "tent/runtime/transport_selector.h"
 #include "transport/shm/shm_guarded_copy.h"
 #include "transport/shm/shm_mapping_cache.h"
 #include "transport/shm/shm_object.h"
@@ -111,7 +111,13 @@ Status ShmTransport::allocateLocalMemory(void** addr, size_t size,
     if (!addr) {
         return Status::InvalidArgument("shm allocateLocalMemory: addr is null");
     }
-    if (memoryKindOf(options.location) != MemoryKind::kDram) {
+    MemoryLocation where;
+    Status s = parseMemoryLocation(options.location, &where);
+    if (!s.ok()) {
+        return Status::InvalidArgument("shm allocateLocalMemory: " +
+                                       std::string(s.message()));
+    }
+    if (where.device()) {
         return Status::InvalidArgument(
             "shm transport allocates host memory only, not " +
             options.location);
@@ -160,6 +166,21 @@ Status ShmTransport::addMemoryBuffer(BufferDesc& desc,
         return Status::InvalidArgument("shm transport cannot register " +
                                        rangeText(desc.addr, desc.length) +
                                        ": length is zero");
+    }
+    // Peers map what shm registers as host memory; device memory at the
+    // same address would be a different thing.
+    MemoryLocation where;
+    Status parsed = parseMemoryLocation(desc.location, &where);
+    if (!parsed.ok()) {
+        return Status::InvalidArgument("shm transport cannot register " +
+                                       rangeText(desc.addr, desc.length) +
+                                       ": " + std::string(parsed.message()));
+    }
+    if (where.device()) {
+        return Status::InvalidArgument(
+            "shm transport cannot register " +
+            rangeText(desc.addr, desc.length) + ": it is device memory at " +
+            desc.location + "; shm carries host memory only");
     }
     std::lock_guard<std::mutex> lock(exports_mu_);
     // The allocation at or below desc.addr, and the next one above it.
@@ -227,12 +248,8 @@ Status ShmTransport::submitTransferTasks(
     size_t first = 0;
     {
         std::lock_guard<std::mutex> lock(sub->mu);
-        if (sub->states.size() + request_list.size() > sub->capacity) {
-            return Status::TooManyRequests(
-                "shm transport: " + std::to_string(request_list.size()) +
-                " requests exceed the sub-batch's remaining capacity " +
-                std::to_string(sub->capacity - sub->states.size()));
-        }
+        CHECK_STATUS(checkSubBatchRoom("shm", sub->states.size(),
+                                       request_list.size(), sub->capacity));
         first = sub->states.size();
         sub->states.resize(first + request_list.size(),
                            TransferStatus{PENDING, 0});
@@ -255,23 +272,13 @@ Status ShmTransport::getTransferStatus(SubBatchRef batch, int task_id,
     SubBatchImpl* sub = nullptr;
     CHECK_STATUS(subBatchOf("shm", batch, sub));
     std::lock_guard<std::mutex> lock(sub->mu);
-    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->states.size()) {
-        return Status::InvalidArgument("shm transport: no task " +
-                                       std::to_string(task_id));
-    }
+    CHECK_STATUS(checkTaskId("shm", task_id, sub->states.size()));
     status = sub->states[task_id];
     return Status::OK();
 }
 
 Status ShmTransport::copyOne(const Request& r) {
-    if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
-        return Status::InvalidArgument(
-            "bad opcode " + std::to_string(static_cast<int>(r.opcode)));
-    }
-    if (r.length > 0 && !r.source) {
-        return Status::InvalidArgument("null source for " +
-                                       std::to_string(r.length) + " bytes");
-    }
+    CHECK_STATUS(checkRequest(r));
     SegmentManager& segments = metadata_->segmentManager();
     SegmentDescRef desc;
     CHECK_STATUS(segments.getRemoteCached(desc, r.target_id));

@@ -12,6 +12,7 @@
 #include "net/auth_handshake.h"
 #include "net/socket_io.h"
 #include "net/stream_server.h"
+#include "tent/runtime/memory_location.h"
 #include "tent/runtime/platform.h"
 #include "transport/sub_batch_ops.h"
 #include "transport/tcp/tcp_buffers.h"
@@ -110,12 +111,7 @@ Status findTask(Transport::SubBatchRef batch, int task_id,
     TcpSubBatch* sub = nullptr;
     CHECK_STATUS(subBatchOf("tcp", batch, sub));
     std::lock_guard<std::mutex> lock(sub->mu);
-    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->tasks.size()) {
-        return Status::InvalidArgument(
-            "tcp transport: task id " + std::to_string(task_id) +
-            " out of range (" + std::to_string(sub->tasks.size()) +
-            " submitted)");
-    }
+    CHECK_STATUS(checkTaskId("tcp", task_id, sub->tasks.size()));
     task = sub->tasks[task_id];
     return Status::OK();
 }
@@ -268,7 +264,9 @@ Status TcpTransport::addMemoryBuffer(BufferDesc& desc,
                                        hexRange(desc.addr, desc.length) +
                                        ": length is zero");
     }
-    const bool device = isDeviceLocation(desc.location);
+    MemoryLocation where;
+    CHECK_STATUS(parseMemoryLocation(desc.location, &where));
+    const bool device = where.device();
     if (device && !stager_) {
         return Status::InvalidArgument(
             "tcp transport cannot register device memory at " + desc.location +
@@ -323,12 +321,8 @@ Status TcpTransport::submitTransferTasks(
     std::vector<std::shared_ptr<Task>> created;
     {
         std::lock_guard<std::mutex> lock(sub->mu);
-        if (sub->tasks.size() + request_list.size() > sub->capacity) {
-            return Status::TooManyRequests(
-                "tcp transport: " + std::to_string(request_list.size()) +
-                " requests exceed the sub-batch's remaining capacity " +
-                std::to_string(sub->capacity - sub->tasks.size()));
-        }
+        CHECK_STATUS(checkSubBatchRoom("tcp", sub->tasks.size(),
+                                       request_list.size(), sub->capacity));
         for (const Request& request : request_list) {
             std::shared_ptr<Task> task = sub->nextTask();
             task->request = request;
@@ -340,15 +334,9 @@ Status TcpTransport::submitTransferTasks(
     uint64_t slices = 0;
     for (auto& task : created) {
         const Request& r = task->request;
-        if (r.opcode != Request::READ && r.opcode != Request::WRITE) {
-            LOG(WARNING) << "TcpTransport: task failed: bad opcode "
-                         << static_cast<int>(r.opcode);
-            task->finish(FAILED);
-            continue;
-        }
-        if (r.length > 0 && !r.source) {
-            LOG(WARNING) << "TcpTransport: task failed: null source for "
-                         << r.length << " bytes";
+        Status checked = checkRequest(r);
+        if (!checked.ok()) {
+            LOG(WARNING) << "TcpTransport: task failed: " << checked.message();
             task->finish(FAILED);
             continue;
         }
@@ -367,9 +355,7 @@ Status TcpTransport::submitTransferTasks(
                     " publishes no tcp endpoint (transport_attrs[TCP])");
             }
         } else if (s.ok()) {
-            s = Status::InvalidArgument(
-                "no descriptor for segment id " +
-                std::to_string(task->request.target_id));
+            s = noSegmentDescriptor(task->request.target_id);
         }
         if (!s.ok()) {
             LOG(WARNING) << "TcpTransport: task failed: " << s.message();
@@ -387,7 +373,7 @@ Status TcpTransport::submitTransferTasks(
                 task->finish(FAILED);
                 continue;
             }
-            task->local_device = isDeviceLocation(where);
+            task->local_device = isDeviceMemoryLocation(where);
         }
         task->units_left.store(Task::units(r.length, r.length),
                                std::memory_order_relaxed);
