@@ -12,7 +12,11 @@ BUILD_SOFT="${BUILD_SOFT:-$ROOT/build-softmpcomm}"
 SOFT_PREFIX="${SOFT_PREFIX:-$ROOT/.prefix/softmpcomm}"
 BUILD_ON="${BUILD_ON:-$ROOT/build-mpcomm}"
 
-step() { echo; echo "==> $*"; }
+# step NAME: a banner with the seconds since the first step, so that a CI
+# log shows where the time goes.
+TENT_STEP_T0="${TENT_STEP_T0:-$(date +%s)}"
+export TENT_STEP_T0
+step() { echo; echo "==> [$(($(date +%s) - TENT_STEP_T0))s] $*"; }
 
 build_off() {
   step "configure + build USE_MPCOMM=OFF in $BUILD_OFF"

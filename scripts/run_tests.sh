@@ -8,8 +8,9 @@
 #      tebench smoke over mpcomm with --check_consistency=true, and the
 #      wheel test (tests/scripts/wheel_test.py);
 #   3. where a CUDA toolkit is found, USE_CUDA=ON against softmpcomm in a
-#      build dir of its own, and its whole ctest (device tests skip without
-#      a GPU); elsewhere one line says it was skipped;
+#      build dir of its own: the library, tebench and the suites whose code
+#      differs under USE_CUDA (device tests skip without a GPU); elsewhere
+#      one line says it was skipped;
 #   4. the reliability checks (docs/reliability.md): the ASan+UBSan pass
 #      and the TSan pass, each over softmpcomm's suites and every C++ suite
 #      of the ON configuration (scripts/check.sh with CHECK_SCOPE=ci; any
@@ -78,10 +79,19 @@ BUILD_DIR="$BUILD_ON" MPCOMM_ROOT="$SOFT_PREFIX" python3 "$ROOT/tests/scripts/wh
 
 if cuda_toolkit_root >/dev/null; then
   build_softmpcomm_cuda
-  build_cuda
-  step "ctest (USE_CUDA=ON, softmpcomm)"
+  # The suites whose code differs under USE_CUDA (the CUDA platform, device
+  # locations, staging through device memory, the MPComm transport's
+  # device-buffer path, upstream's MPComm tests) and tebench; the rest run
+  # the same code as the ON build above.
+  CUDA_SUITES=(tent_platform_test tent_memory_location_test
+    tent_engine_memory_test tent_policy_test tent_routing_test
+    tent_tcp_staging_test tent_mpcomm_boundary_test tent_mpcomm_transport_test)
+  build_cuda tent tebench "${CUDA_SUITES[@]}"
+  step "ctest (USE_CUDA=ON, softmpcomm): ${CUDA_SUITES[*]}"
   # Suites that need a device skip with the reason printed (GTEST_SKIP).
-  ctest --test-dir "$BUILD_CUDA" --output-on-failure -j"$JOBS"
+  cuda_regex="^($(IFS='|'; echo "${CUDA_SUITES[*]}"))\$"
+  ctest --test-dir "$BUILD_CUDA" --output-on-failure -j"$JOBS" -R "$cuda_regex" \
+    --no-tests=error
 else
   echo "run_tests: USE_CUDA=ON build skipped: no CUDA toolkit (no nvcc under CUDAToolkit_ROOT, CUDA_PATH, PATH or /usr/local/cuda)"
 fi
