@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "metrics/tent_metrics.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -181,6 +182,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                   << transportTypeName(next) << " (attempt " << attempts << "/"
                   << max << ")";
         failover_counters_.record(prev, next);
+        metrics::TentMetrics::instance().recordFailover(prev, next);
         auto route = std::make_unique<FailoverRoute>();
         route->transport = transportOf(next);
         route->attempts = attempts;
