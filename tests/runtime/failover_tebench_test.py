@@ -10,7 +10,8 @@ only place), every request is carried over tcp: the run passes its
 consistency check, and after each case's row tebench prints
 "Failovers in case block_size=B batch=N threads=T: K" with K at least the
 case's completed requests, and the JSON row carries the same "failovers".
-With the endpoint healthy, no such line and no "failovers" field.
+With the endpoint healthy, no such line and no "failovers" field. A target
+that registered its buffer with mpcomm only is not failed over to tcp.
 A unittest suite: any failure exits non-zero.
 """
 import json
@@ -71,11 +72,13 @@ def wait_line(proc, pattern, deadline_s=DEADLINE_S):
 
 
 class FailoverTebenchTest(unittest.TestCase):
-    def run_pair(self, target_env):
-        """A target with `target_env` added and a --check_consistency
-        initiator hinted to mpcomm: (rc, stdout, stderr, JSON report)."""
+    def run_pair(self, target_env, target_args=()):
+        """A target with `target_env` and `target_args` added and a
+        --check_consistency initiator hinted to mpcomm: (rc, stdout, stderr,
+        JSON report)."""
         target = subprocess.Popen(
-            [TEBENCH] + COMMON + ["--total_buffer_size=16777216"],
+            [TEBENCH] + COMMON + ["--total_buffer_size=16777216"] +
+            list(target_args),
             env=env(**target_env), stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL)
         try:
@@ -142,6 +145,19 @@ class FailoverTebenchTest(unittest.TestCase):
         for row in report["rows"]:
             self.assertNotIn("failovers", row)
             self.assertNotIn("failed", row)
+
+    def test_no_failover_to_a_transport_the_buffer_lacks(self):
+        # --xport_type=mpcomm registers the target's buffer with mpcomm
+        # only: tcp could not serve it, so nothing is failed over and the
+        # case fails with the "No more transports" line.
+        rc, out, err, report = self.run_pair(
+            {"SOFTMPCOMM_MAX_CONNECTIONS": "1"}, ["--xport_type=mpcomm"])
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("FAILED case block_size=4096 batch=2 threads=1", out)
+        self.assertNotIn("Failovers", out)
+        self.assertIn("No more transports available after mpcomm failed", err)
+        self.assertNotIn("Transport failover:", err)
+        self.assertNotIn("failovers", report["rows"][0])
 
 
 if __name__ == "__main__":
