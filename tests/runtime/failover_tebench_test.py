@@ -33,9 +33,10 @@ CONF = ('{"rpc_server_hostname":"127.0.0.1","transports":{'
 # An empty --xport_type registers the buffers with every loaded transport,
 # so tcp can serve what mpcomm cannot.
 COMMON = ["--backend=tent", "--xport_type=", "--metadata_type=p2p"]
-# MPComm handshake ports: tebench_test.py's range is 24000-31899; this
-# suite takes 32000-32999, distinct between concurrent runs.
-_PORT_BASE = 32000 + (os.getpid() % 100) * 10
+# MPComm handshake ports: below the ephemeral range (32768 up), outside
+# TENT's 15000-17000, the two-process fixture's 18000-23999 and
+# tebench_test.py's 24000-31899; distinct between concurrent runs.
+_PORT_BASE = 12000 + (os.getpid() % 200) * 10
 _launches = 0
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)" + r"\s+([\d.]+)" * 7 + r"$")
 FAILOVERS = re.compile(
