@@ -23,6 +23,9 @@ class TentMetrics {
  public:
     TentMetrics();
     ~TentMetrics();
+    // The process-wide set (upstream's shape): what the engine records
+    // into and what a scrape renders.
+    static TentMetrics& instance();
 
     // Request metrics: one per request, under its final transport.
     void recordRequest(Op op, TransportType t, uint64_t bytes,

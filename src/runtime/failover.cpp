@@ -5,8 +5,10 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <string>
 
+#include "metrics/tent_metrics.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -162,6 +164,16 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
         if (looked.ok() && desc) {
             for (const Loaded& l : transports_) {
                 if ((tried & (1u << l.entry->type)) != 0) continue;
+                // The hint below skips the selector's registration check:
+                // a transport the target did not register the buffer with
+                // would only fail again, at the target.
+                if (context.buffer_transports != nullptr &&
+                    std::find(context.buffer_transports->begin(),
+                              context.buffer_transports->end(),
+                              l.entry->type) ==
+                        context.buffer_transports->end()) {
+                    continue;
+                }
                 Request hinted = ref.request;
                 hinted.transport_hint = l.entry->type;
                 TransportType chosen = UNSPEC;
@@ -181,6 +193,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                   << transportTypeName(next) << " (attempt " << attempts << "/"
                   << max << ")";
         failover_counters_.record(prev, next);
+        metrics::TentMetrics::instance().recordFailover(prev, next);
         auto route = std::make_unique<FailoverRoute>();
         route->transport = transportOf(next);
         route->attempts = attempts;

@@ -15,9 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "kit/faulty_mpcomm_adapter.h"
+#include "kit/free_tcp_port.h"
 #include "kit/store_engine_support.h"
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
+#ifdef TENT_HAVE_MPCOMM
+#include "tent/transport/mpcomm/mpcomm_transport.h"
+#endif
 
 namespace mooncake::tent::testing {
 namespace {
@@ -67,6 +72,43 @@ void verifyNotifications(TransferEngine& engine, const uint8_t* buf,
             engine.sendNotification(peer, {n.name, answer});
         }
     }
+}
+
+#ifdef TENT_HAVE_MPCOMM
+// The real provider's adapter, publishing `advertised` as its MPComm port
+// when that is not 0 (a port nobody listens on: the endpoint refuses).
+class BreakableMpcommAdapter : public FaultyMpcommAdapter {
+ public:
+    explicit BreakableMpcommAdapter(int advertised)
+        : FaultyMpcommAdapter(createDefaultMpcommAdapter()),
+          advertised_(advertised) {}
+    int tcpPort() const override {
+        return advertised_ != 0 ? advertised_ : FaultyMpcommAdapter::tcpPort();
+    }
+
+ private:
+    int advertised_;
+};
+#endif
+
+// kMpcommFaultEnv (see target_process.h): the adapter the target's MPComm
+// transport is built over, or null when the variable is unset. The
+// override lives as long as this process.
+std::shared_ptr<MpcommAdapter> installMpcommFault() {
+    const char* fault = std::getenv(kMpcommFaultEnv);
+    if (fault == nullptr) return nullptr;
+#ifdef TENT_HAVE_MPCOMM
+    const std::string how = fault;
+    const int advertised = how == "closed-port" ? freeTcpPort() : 0;
+    if (how != "closed-port" && how != "killable") return nullptr;
+    auto adapter = std::make_shared<BreakableMpcommAdapter>(advertised);
+    setTransportFactoryOverride(MPCOMM, [adapter] {
+        return std::make_unique<MpcommTransport>(adapter);
+    });
+    return adapter;
+#else
+    return nullptr;
+#endif
 }
 
 // "k=v,k=v" into integer keys of `conf`.
@@ -159,6 +201,7 @@ std::string addSecondBuffer(TransferEngine& engine, void*& second) {
         std::string line = text + "\n";
         (void)!write(report_fd, line.data(), line.size());
     };
+    std::shared_ptr<MpcommAdapter> mpcomm = installMpcommFault();
     {
         TransferEngine engine(targetConfig(options));
         if (!engine.available() && !options.metadata_type.empty()) {
@@ -208,6 +251,11 @@ std::string addSecondBuffer(TransferEngine& engine, void*& second) {
                 say(r.ok() ? "ok" : r.ToString());
             } else if (command == "second") {
                 say(addSecondBuffer(engine, second));
+            } else if (command == "mpcomm-down") {
+                // The provider's listener closes and its connections
+                // drop; the engine and its other transports stay up.
+                if (mpcomm) mpcomm->shutdown();
+                say(mpcomm ? "ok" : std::string(kMpcommFaultEnv) + " unset");
             } else if (command == "rss") {
                 say(memoryLine());
             } else if (command.rfind("verify ", 0) == 0) {

@@ -44,6 +44,12 @@ namespace mooncake::tent::testing {
 
 // argv[1] of an exec'd target child (see kit/target_main.cpp).
 constexpr char kTargetFlag[] = "--tent-test-target";
+// Set in the parent before start(), the child inherits it: "closed-port"
+// makes the target publish an MPComm port nobody listens on (its endpoint
+// refuses every connection); "killable" lets the command "mpcomm-down"
+// shut its MPComm provider down (listener closed, connections dropped)
+// while the engine and tcp keep serving ("ok", or why not).
+constexpr char kMpcommFaultEnv[] = "TENT_TEST_TARGET_MPCOMM_FAULT";
 // Appended to the transport argument when TargetOptions::with_tcp.
 constexpr char kWithTcpSuffix[] = "+tcp";
 
