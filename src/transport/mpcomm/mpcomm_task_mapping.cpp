@@ -60,18 +60,10 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
     return adapter.getAsync(local, host_id, remote, request.length);
 }
 
-void recordMpcommIssue(MpcommTask& task, MpcommTransferHandle handle,
-                       const std::string& host_id) {
-    if (handle == kInvalidMpcommTransferHandle) {
-        LOG(ERROR) << "MpcommTransport: MPComm refused a "
-                   << opName(task.request) << " of " << task.request.length
-                   << " bytes to " << host_id << " at "
-                   << mpcommHexAddr(task.request.target_offset);
-    }
-    task.mpcomm_handle.store(handle, std::memory_order_relaxed);
-    task.status_word.store(
-        handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
-        std::memory_order_relaxed);
+void logMpcommRefusal(const MpcommTask& task, const std::string& host_id) {
+    LOG(ERROR) << "MpcommTransport: MPComm refused a " << opName(task.request)
+               << " of " << task.request.length << " bytes to " << host_id
+               << " at " << mpcommHexAddr(task.request.target_offset);
 }
 
 bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {

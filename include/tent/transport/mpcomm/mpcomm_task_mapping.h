@@ -141,10 +141,23 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
                                          const Request& request,
                                          const std::string& host_id);
 
+// Logs that MPComm refused `task` to `host_id` (out of line: the cold
+// half of recordMpcommIssue()).
+void logMpcommRefusal(const MpcommTask& task, const std::string& host_id);
+
 // Records what issueMpcommTransfer() returned for `task`: PENDING with its
 // handle, or FAILED (and logged, naming `host_id`) when MPComm refused it.
-void recordMpcommIssue(MpcommTask& task, MpcommTransferHandle handle,
-                       const std::string& host_id);
+// Inline: it runs once per request on the submit path.
+inline void recordMpcommIssue(MpcommTask& task, MpcommTransferHandle handle,
+                              const std::string& host_id) {
+    if (handle == kInvalidMpcommTransferHandle) {
+        logMpcommRefusal(task, host_id);
+    }
+    task.mpcomm_handle.store(handle, std::memory_order_relaxed);
+    task.status_word.store(
+        handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
+        std::memory_order_relaxed);
+}
 
 // Advances a PENDING task: takes the handle; if the transfer is complete,
 // reads the outcome, releases the handle, and stores COMPLETED (success
