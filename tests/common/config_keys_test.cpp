@@ -16,7 +16,7 @@
 #include "tent/runtime/control_plane.h"
 #include "tent/transfer_engine.h"
 #include "tent/transport/tcp/tcp_transport.h"
-#include "transport/mpcomm/mpcomm_transport_config.h"
+#include "tent/transport/mpcomm/mpcomm_transport.h"
 #include "transport/tcp/tcp_test_support.h"
 
 namespace mooncake::tent {

@@ -5,9 +5,6 @@
 
 #include <glog/logging.h>
 
-#include "mpcomm_endpoint.h"
-#include "mpcomm_resolve_cache.h"
-
 namespace mooncake::tent {
 
 void MpcommPeerResolver::bind(std::shared_ptr<ControlService> metadata,
@@ -148,7 +145,7 @@ void MpcommPeerResolver::readDescriptor(const SegmentDescRef& desc,
         return;
     }
     if (remote_tcp_port_ != 0) {
-        view.addr = MpcommEndpoint::hostOf(name);
+        view.addr = mpcommHostOf(name);
         view.port = remote_tcp_port_;
         if (!registry_.contains(name)) {
             LOG(WARNING) << "MpcommTransport: segment " << name

@@ -14,6 +14,11 @@ const char* opName(const Request& request) {
 
 }  // namespace
 
+MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
+    : tasks(capacity),
+      generation(generation),
+      next_task(capacity, MpcommSubmitSlot::kNoTask) {}
+
 MpcommTask::MpcommTask(const MpcommTask& other) : request(other.request) {
     status_word.store(other.status_word.load(std::memory_order_acquire),
                       std::memory_order_relaxed);
@@ -53,6 +58,12 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
         return adapter.putAsync(local, host_id, remote, request.length);
     }
     return adapter.getAsync(local, host_id, remote, request.length);
+}
+
+void logMpcommRefusal(const MpcommTask& task, const std::string& host_id) {
+    LOG(ERROR) << "MpcommTransport: MPComm refused a " << opName(task.request)
+               << " of " << task.request.length << " bytes to " << host_id
+               << " at " << mpcommHexAddr(task.request.target_offset);
 }
 
 bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {

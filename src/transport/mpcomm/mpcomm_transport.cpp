@@ -1,23 +1,24 @@
 // The MPComm transport's lifecycle: install() brings MPComm up and
-// advertises it, uninstall() takes it down within a bound; the one place
-// that decides the capabilities; and every other Transport call, handed to
-// the private helper that owns it (see mpcomm_transport.h).
+// advertises it, uninstall() takes it down within a bound; its environment
+// variables and configuration keys, each validated once by install() (an
+// error names the variable or key and the rejected value); the one place
+// that decides the capabilities; and the registration of local memory.
+// The data path is in mpcomm_transport_datapath.cpp.
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "mpcomm_batch_driver.h"
-#include "mpcomm_call_gate.h"
 #include "mpcomm_peer_resolver.h"
-#include "mpcomm_registration.h"
-#include "mpcomm_transport_config.h"
 
 namespace mooncake::tent {
 
@@ -41,6 +42,56 @@ class UnwindOnFailure {
     bool dismissed_ = false;
 };
 
+constexpr const char kConnectTimeoutKey[] =
+    "transports/mpcomm/connect_timeout_ms";
+constexpr const char kPreconnectKey[] = "transports/mpcomm/preconnect";
+constexpr const char kAdvertiseKey[] = "transports/mpcomm/advertise_address";
+
+Status readPortVariable(const char* name, int& port) {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return Status::OK();
+    Status st = parseMpcommTcpPort(value, port);
+    if (!st.ok()) {
+        return Status::InvalidArgument(std::string(name) + ": " +
+                                       std::string(st.message()));
+    }
+    return Status::OK();
+}
+
+// A present key whose value is not an integer in [1, kMaxConnectTimeoutMs]
+// is an error; Config::get() alone would silently fall back to the default.
+Status readConnectTimeout(const Config& conf, int64_t& timeout_ms) {
+    if (!conf.contains(kConnectTimeoutKey)) return Status::OK();
+    constexpr int64_t kNotAnInteger = std::numeric_limits<int64_t>::min();
+    int64_t value = conf.get<int64_t>(kConnectTimeoutKey, kNotAnInteger);
+    if (value == kNotAnInteger) {
+        std::string text = conf.get<std::string>(kConnectTimeoutKey, "");
+        return Status::InvalidArgument(
+            std::string(kConnectTimeoutKey) +
+            " must be an integer number of "
+            "milliseconds in 1.." +
+            std::to_string(MpcommTransportSettings::kMaxConnectTimeoutMs) +
+            ", got " +
+            (text.empty() ? "a non-integer value" : "'" + text + "'"));
+    }
+    if (value < 1 || value > MpcommTransportSettings::kMaxConnectTimeoutMs) {
+        return Status::InvalidArgument(
+            std::string(kConnectTimeoutKey) + " must be in 1.." +
+            std::to_string(MpcommTransportSettings::kMaxConnectTimeoutMs) +
+            " ms, got " + std::to_string(value));
+    }
+    timeout_ms = value;
+    return Status::OK();
+}
+
+// The transport's one device-memory decision: whether a buffer's location
+// names GPU memory. Read as text ("cuda:N"), not through the runtime's
+// platform, so that the unit builds in upstream's tree too
+// (scripts/upstream_check.sh).
+bool isDeviceMemoryLocation(const std::string& location) {
+    return location.rfind("cuda", 0) == 0;
+}
+
 // The RDMA NICs of the topology as MPComm's comma-separated device list.
 std::string rdmaDeviceList(const Topology* topology) {
     std::string out;
@@ -55,6 +106,56 @@ std::string rdmaDeviceList(const Topology* topology) {
 
 }  // namespace
 
+// --- settings --------------------------------------------------------------
+Status MpcommTransportEnv::fromEnvironment(MpcommTransportEnv& env) {
+    MpcommTransportEnv parsed;
+    CHECK_STATUS(readPortVariable("MPCOMM_TCP_PORT", parsed.tcp_port));
+    CHECK_STATUS(
+        readPortVariable("MPCOMM_REMOTE_TCP_PORT", parsed.remote_tcp_port));
+    const char* filter = std::getenv("MPCOMM_NIC_FILTER");
+    if (filter != nullptr && *filter != '\0') {
+        parsed.has_nic_filter = true;
+        parsed.nic_filter = filter;
+    }
+    const char* advertise = std::getenv("MPCOMM_ADVERTISE_ADDR");
+    if (advertise != nullptr) {
+        Status st =
+            parseMpcommAdvertiseAddress(advertise, parsed.advertise_address);
+        if (!st.ok()) {
+            return Status::InvalidArgument("MPCOMM_ADVERTISE_ADDR: " +
+                                           std::string(st.message()));
+        }
+    }
+    env = parsed;
+    return Status::OK();
+}
+
+Status MpcommTransportSettings::fromConfig(const Config* conf,
+                                           const MpcommTransportEnv& env,
+                                           MpcommTransportSettings& settings) {
+    MpcommTransportSettings parsed;
+    if (conf != nullptr) {
+        CHECK_STATUS(readConnectTimeout(*conf, parsed.connect_timeout_ms));
+        parsed.preconnect = conf->get(kPreconnectKey, true);
+        std::string advertise = conf->get(kAdvertiseKey, "");
+        if (conf->contains(kAdvertiseKey)) {
+            Status st = parseMpcommAdvertiseAddress(advertise,
+                                                    parsed.advertise_address);
+            if (!st.ok()) {
+                return Status::InvalidArgument(std::string(kAdvertiseKey) +
+                                               ": " +
+                                               std::string(st.message()));
+            }
+        }
+    }
+    // The variable wins over the key, as the guide's variables do.
+    if (!env.advertise_address.empty()) {
+        parsed.advertise_address = env.advertise_address;
+    }
+    settings = parsed;
+    return Status::OK();
+}
+
 // --- lifecycle -----------------------------------------------------------
 
 MpcommTransport::MpcommTransport()
@@ -63,11 +164,7 @@ MpcommTransport::MpcommTransport()
 MpcommTransport::MpcommTransport(std::shared_ptr<MpcommAdapter> adapter)
     : adapter_(std::move(adapter)),
       registry_(adapter_),
-      gate_(std::make_unique<MpcommCallGate>()),
-      resolver_(std::make_unique<MpcommPeerResolver>(registry_)),
-      buffers_(std::make_unique<MpcommRegistration>(adapter_.get(), *gate_)),
-      batches_(std::make_unique<MpcommBatchDriver>(adapter_.get(), registry_,
-                                                   *resolver_, *gate_)) {}
+      resolver_(std::make_unique<MpcommPeerResolver>(registry_)) {}
 
 MpcommTransport::~MpcommTransport() { uninstall(); }
 
@@ -173,9 +270,10 @@ Status MpcommTransport::install(std::string& local_segment_name,
     local_name_ = host_id;
     resolver_->bind(metadata, env.remote_tcp_port);
     installed_ = true;
-    batches_->start(settings.connect_timeout_ms);
+    // Sub-batches allocated before now belong to an earlier installation.
+    const uint64_t generation = generation_.fetch_add(1) + 1;
     unwind.dismiss();
-    gate_->open();
+    open_generation_.store(generation);
     LOG(INFO) << "MpcommTransport: Installed successfully, host_id=" << host_id
               << ", tcp_port=" << tcp_port
               << ", devices=" << (devices.empty() ? "(none)" : devices);
@@ -195,7 +293,7 @@ Status MpcommTransport::uninstall() {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(connect_timeout_ms_);
     // From here no caller enters the adapter, and those inside have left.
-    gate_->close();
+    closeGate();
     teardown(deadline);
     return Status::OK();
 }
@@ -207,7 +305,7 @@ void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
                         "endpoint of "
                      << local_name_ << ": " << st;
     }
-    buffers_->releaseAll();
+    releaseAllBuffers();
     // Handshakes run on their own threads; they get what is left of the
     // bound uninstall() started with.
     std::vector<std::string> stuck = registry_.drain(deadline);
@@ -235,34 +333,24 @@ void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
     metadata_.reset();
 }
 
-// --- the rest of Transport, each handed to the helper that owns it ------
-
-Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
-    return batches_->allocateSubBatch(batch, max_size);
+void MpcommTransport::notifyDrained() {
+    std::lock_guard<std::mutex> lock(drain_mu_);
+    drained_.notify_all();
 }
 
-Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
-    return batches_->freeSubBatch(batch);
+void MpcommTransport::closeGate() {
+    open_generation_.store(0);
+    std::unique_lock<std::mutex> lock(drain_mu_);
+    drained_.wait(lock, [this] { return active_calls_.load() == 0; });
 }
 
-Status MpcommTransport::submitTransferTasks(
-    SubBatchRef batch, const std::vector<Request>& request_list) {
-    return batches_->submitTransferTasks(batch, request_list);
-}
-
-Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
-                                          TransferStatus& status) {
-    return batches_->getTransferStatus(batch, task_id, status);
-}
+// --- local memory ------------------------------------------------------------
 
 // Device memory goes to the provider (which pins it through
 // nvidia-peermem) only while the transport declares GPU support; otherwise
-// a device pointer would be registered as host memory. The location is
-// read as text ("cuda:N"), not through the runtime's platform, so that the
-// unit builds in upstream's tree too (scripts/upstream_check.sh).
+// a device pointer would be registered as host memory.
 Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
-    const bool device = desc.location.rfind("cuda", 0) == 0;
-    if (!device || caps.gpu_to_gpu) {
+    if (!isDeviceMemoryLocation(desc.location) || caps.gpu_to_gpu) {
         return Status::OK();
     }
     return Status::InvalidArgument(
@@ -271,27 +359,82 @@ Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
         "transports/mpcomm/disable_gpu_direct_rdma is true)");
 }
 
+// Registers and publishes `desc` once (a second add of the same address
+// only tags it) and adds MPCOMM to desc.transports. Refused while the
+// transport is not installed.
 Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
                                         const MemoryOptions& options) {
     CHECK_STATUS(checkDeviceSupport(desc));
-    return buffers_->add(desc);
+    if (enterCall() == 0) {
+        return Status::InvalidArgument(
+            "MpcommTransport: not installed; cannot register buffer " +
+            mpcommHexAddr(desc.addr));
+    }
+    CallTicket ticket{this};
+    void* addr = reinterpret_cast<void*>(desc.addr);
+    std::lock_guard<std::mutex> lock(buffers_mu_);
+    if (registered_.count(desc.addr) == 0) {
+        CHECK_STATUS(adapter_->registerMemory(addr, desc.length));
+        // NUMA placement is left to MPComm (-1).
+        Status st = adapter_->publishBuffer(addr, desc.length, -1);
+        if (!st.ok()) {
+            adapter_->unregisterMemory(addr);
+            return st;
+        }
+        registered_[desc.addr] = desc.length;
+    }
+    if (std::find(desc.transports.begin(), desc.transports.end(), MPCOMM) ==
+        desc.transports.end()) {
+        desc.transports.push_back(MPCOMM);
+    }
+    return Status::OK();
 }
 
+// All or nothing: a failure takes back what this call registered.
 Status MpcommTransport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
                                         const MemoryOptions& options) {
     for (const BufferDesc& desc : desc_list) {
         CHECK_STATUS(checkDeviceSupport(desc));
     }
-    return buffers_->add(desc_list);
+    for (size_t i = 0; i < desc_list.size(); ++i) {
+        Status st = addMemoryBuffer(desc_list[i], options);
+        if (!st.ok()) {
+            for (size_t j = 0; j < i; ++j) removeMemoryBuffer(desc_list[j]);
+            return st;
+        }
+    }
+    return Status::OK();
 }
 
+// Drops MPCOMM from desc.transports; unpublishes and unregisters the
+// address if this transport registered it.
 Status MpcommTransport::removeMemoryBuffer(BufferDesc& desc) {
-    return buffers_->remove(desc);
+    auto& types = desc.transports;
+    types.erase(std::remove(types.begin(), types.end(), MPCOMM), types.end());
+    // Not installed: shutdown already released every registration.
+    if (enterCall() == 0) return Status::OK();
+    CallTicket ticket{this};
+    std::lock_guard<std::mutex> lock(buffers_mu_);
+    if (registered_.erase(desc.addr) == 0) return Status::OK();
+    void* addr = reinterpret_cast<void*>(desc.addr);
+    adapter_->unpublishBuffer(addr);
+    adapter_->unregisterMemory(addr);
+    return Status::OK();
+}
+
+void MpcommTransport::releaseAllBuffers() {
+    std::lock_guard<std::mutex> lock(buffers_mu_);
+    for (const auto& [addr, length] : registered_) {
+        void* ptr = reinterpret_cast<void*>(addr);
+        adapter_->unpublishBuffer(ptr);
+        adapter_->unregisterMemory(ptr);
+    }
+    registered_.clear();
 }
 
 void MpcommTransport::warmupSegment(SegmentID handle) {
-    if (!gate_->enter()) return;
-    MpcommGateTicket ticket(*gate_);
+    if (enterCall() == 0) return;
+    CallTicket ticket{this};
     // Read inside the gate: install() writes the settings while it is shut.
     if (!preconnect_) return;
     resolver_->warmup(handle);

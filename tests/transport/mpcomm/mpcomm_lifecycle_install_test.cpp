@@ -8,7 +8,7 @@
 
 #include "kit/wait_until.h"
 #include "mpcomm_lifecycle_fixture.h"
-#include "transport/mpcomm/mpcomm_transport_config.h"
+#include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
 namespace {

@@ -144,6 +144,38 @@ TEST_F(MpcommLifecycle,
     release(batch);
 }
 
+// Two new peers in one submission: the one whose handshake finishes has its
+// tasks posted while the submitter still waits for the other's.
+TEST_F(MpcommLifecycle, AReadyPeersTasksArePostedWhileAnotherPeerIsAwaited) {
+    setConnectTimeout(60000);
+    ASSERT_TRUE(install().ok());
+    SegmentID peer = openPeer();
+    SegmentID peer2 = openSegment(kPeer2);
+    adapter_->hold(kPeer2);
+    const size_t posted_before = adapter_->transfers().size();
+    Transport::SubBatchRef batch = allocate();
+    Status held_submit;
+    BackgroundCall submitter(*adapter_, [&] {
+        held_submit = transport_->submitTransferTasks(
+            batch, {request(Request::WRITE, peer2, 4),
+                    request(Request::WRITE, peer, 8)});
+    });
+    ASSERT_TRUE(waitUntil(
+        [&] { return adapter_->transfers().size() == posted_before + 1; }));
+    EXPECT_FALSE(submitter.done());
+    EXPECT_EQ(adapter_->transfers().back().host_id, kPeer);
+    EXPECT_EQ(adapter_->transfers().back().length, 8u);
+
+    adapter_->release(kPeer2);
+    submitter.join();
+    ASSERT_TRUE(held_submit.ok()) << held_submit;
+    EXPECT_EQ(statusOf(batch, 0).s, COMPLETED);
+    EXPECT_EQ(statusOf(batch, 1).s, COMPLETED);
+    ASSERT_EQ(adapter_->transfers().size(), posted_before + 2);
+    EXPECT_EQ(adapter_->transfers().back().host_id, kPeer2);
+    release(batch);
+}
+
 TEST_F(MpcommLifecycle, AHandshakeThatFinishesAfterItsWaiterGaveUpIsKept) {
     ASSERT_NO_FATAL_FAILURE(installWithAHeldHandshake());
     EXPECT_TRUE(stateIs(kPeer2, MpcommPeerState::CONNECTING));

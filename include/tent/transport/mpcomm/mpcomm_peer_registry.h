@@ -68,6 +68,9 @@ Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host);
 std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
                                     int tcp_port);
 
+// "10.0.0.1:12345" -> "10.0.0.1"; a name without ':' is all host.
+std::string mpcommHostOf(const std::string& segment_name);
+
 // A remote buffer, as Mooncake's ensure() names what a peer publishes.
 struct MpcommBufferRange {
     uint64_t addr{0};

@@ -1,7 +1,12 @@
-// Sub-batches of the MPComm transport; the rules are in
-// mpcomm_batch_driver.h.
-#include "mpcomm_batch_driver.h"
-
+// The MPComm transport's data path: sub-batches of one MPComm transfer per
+// request, polled lazily. A request to a peer this thread has already
+// resolved and found ready is posted as it is read. From the first request
+// that is not, a submission resolves each distinct target once, starts
+// every handshake it needs at once, and waits for them together, at most
+// connect_timeout_ms: a peer that does not answer fails only its own tasks,
+// and the others' tasks are issued as soon as their peers are ready. Every
+// request reaches the adapter from submitTransferTasks() itself, through
+// issueMpcommTransfer().
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -10,13 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "mpcomm_resolve_cache.h"
+#include "mpcomm_peer_resolver.h"
+#include "tent/transport/mpcomm/mpcomm_transport.h"
 
 namespace mooncake::tent {
 
 namespace {
 
-constexpr size_t kNoTask = static_cast<size_t>(-1);
+constexpr size_t kNoTask = MpcommSubmitSlot::kNoTask;
 
 // The sub-batch behind `batch` when this transport allocated it. An exact
 // type check (the class is final) instead of dynamic_cast, which walks the
@@ -86,13 +92,16 @@ SubBatchPool& subBatchPool() {
     return pool;
 }
 
+// Makes `slot`'s tasks fail with `why` when it is issued.
+void failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot, Status why) {
+    slot.error = static_cast<uint32_t>(sub.slot_errors.size());
+    slot.settled = true;
+    sub.slot_errors.push_back(std::move(why));
+}
+
 }  // namespace
 
-MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
-    : tasks(capacity), generation(generation), next_task(capacity, kNoTask) {}
-
-Status MpcommBatchDriver::allocateSubBatch(SubBatchRef& batch,
-                                           size_t max_size) {
+Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     MpcommSubBatch* sub = subBatchPool().take(max_size);
     if (sub != nullptr) {
         sub->reuse(generation_.load());
@@ -103,7 +112,7 @@ Status MpcommBatchDriver::allocateSubBatch(SubBatchRef& batch,
     return Status::OK();
 }
 
-Status MpcommBatchDriver::freeSubBatch(SubBatchRef& batch) {
+Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
@@ -119,9 +128,10 @@ Status MpcommBatchDriver::freeSubBatch(SubBatchRef& batch) {
                kInvalidMpcommTransferHandle) {
         ++held;
     }
-    if (held < count && gate_.enter()) {
-        MpcommGateTicket ticket(gate_);
-        if (sub->generation == generation_.load()) {
+    const uint64_t open = held < count ? enterCall() : 0;
+    if (open != 0) {
+        CallTicket ticket{this};
+        if (sub->generation == open) {
             // Transfers still in flight are released here; the adapter
             // defers the provider release until each one is done.
             for (size_t i = held; i < count; ++i) {
@@ -147,8 +157,8 @@ Status MpcommBatchDriver::freeSubBatch(SubBatchRef& batch) {
 // The slot of `target` in this submission, made (and its peer resolved)
 // on first sight. A scan while the submission has named few targets; past
 // kLinearSlots, a hash, so that a batch over many peers stays linear.
-size_t MpcommBatchDriver::slotFor(MpcommSubBatch& sub, SegmentID target,
-                                  const MpcommResolveScope& scope) {
+size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
+                                const MpcommResolveScope& scope) {
     std::vector<MpcommSubmitSlot>& slots = sub.slots;
     if (!sub.hashed) {
         for (size_t i = 0; i < slots.size(); ++i) {
@@ -183,12 +193,12 @@ size_t MpcommBatchDriver::slotFor(MpcommSubBatch& sub, SegmentID target,
     MpcommSubmitSlot& slot = slots.emplace_back();
     slot.target = target;
     slot.hash_pos = pos;
-    Status resolved = resolver_.resolve(target, scope, slot.peer, sub.retired);
+    Status resolved = resolver_->resolve(target, scope, slot.peer, sub.retired);
     if (!resolved.ok()) failSlot(sub, slot, std::move(resolved));
     return index;
 }
 
-Status MpcommBatchDriver::submitTransferTasks(
+Status MpcommTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
@@ -196,12 +206,15 @@ Status MpcommBatchDriver::submitTransferTasks(
             "MpcommTransport: submitTransferTasks got a null or foreign "
             "sub-batch");
     }
-    if (!gate_.enter()) {
+    // The one liveness check: the installation open now, if any, is the
+    // one this sub-batch was allocated for.
+    const uint64_t open = enterCall();
+    if (open == 0) {
         return Status::InvalidArgument(
             "MpcommTransport: not installed; cannot submit transfers");
     }
-    MpcommGateTicket gate_ticket(gate_);
-    if (sub->generation != generation_.load()) {
+    CallTicket call_ticket{this};
+    if (sub->generation != open) {
         return Status::InvalidArgument(
             "MpcommTransport: sub-batch was allocated before the transport "
             "was installed; allocate a new one");
@@ -225,7 +238,7 @@ Status MpcommBatchDriver::submitTransferTasks(
     // issued in submission order.
     std::vector<MpcommSubmitSlot>& slots = sub->slots;
     // One clock read, cache look-up and suspicion check for every target.
-    const MpcommResolveScope scope = resolver_.scope();
+    const MpcommResolveScope scope = resolver_->scope();
     size_t last_slot = kNoTask;
     // The last target the fast path resolved, and its peer (null: none).
     SegmentID ready_target = LOCAL_SEGMENT_ID;
@@ -241,14 +254,17 @@ Status MpcommBatchDriver::submitTransferTasks(
         if (slots.empty()) {
             if (ready_peer == nullptr || ready_target != target) {
                 ready_peer =
-                    scope.cache->stillReady(resolver_.owner(), target, scope);
+                    scope.cache->stillReady(resolver_->owner(), target, scope);
                 if (ready_peer == nullptr) {
-                    ready_peer = resolver_.readyPeer(target, scope);
+                    ready_peer = resolver_->readyPeer(target, scope);
                 }
                 ready_target = target;
             }
             if (ready_peer != nullptr) {
-                issueTask(task, *ready_peer);
+                const std::string& host = ready_peer->view.host_id;
+                recordMpcommIssue(
+                    task, issueMpcommTransfer(*adapter_, task.request, host),
+                    host);
                 continue;
             }
             if (slots.capacity() == 0) {
@@ -278,17 +294,47 @@ Status MpcommBatchDriver::submitTransferTasks(
         last_slot = s;
     }
 
-    // Fast path: a peer whose link says ready is what poll() would answer
-    // kReady for, without the registry's lock.
-    bool all_settled = true;
+    // A peer whose link says ready is what poll() would answer kReady for,
+    // without the registry's lock.
     for (MpcommSubmitSlot& slot : slots) {
-        if (!slot.ok() || slot.peer->linkReady()) {
-            issueSlot(*sub, slot);
-        } else {
-            all_settled = false;
-        }
+        if (slot.ok() && slot.peer->linkReady()) slot.settled = true;
     }
-    if (!all_settled) settleSlots(*sub);
+    // Issues every settled slot, then waits for the others, one round at
+    // a time, so that a slot is issued as soon as its peer is ready.
+    bool deadline_set = false;
+    MpcommPeerRegistry::Clock::time_point deadline;
+    for (;;) {
+        bool waiting = false;
+        for (MpcommSubmitSlot& slot : slots) {
+            if (slot.issued) continue;
+            if (!slot.settled) {
+                waiting = true;
+                continue;
+            }
+            slot.issued = true;
+            for (size_t index = slot.first; index != kNoTask;
+                 index = sub->next_task[index]) {
+                MpcommTask& task = sub->tasks[index];
+                if (!slot.ok()) {
+                    task.status_word.store(FAILED, std::memory_order_relaxed);
+                    continue;
+                }
+                const std::string& host = slot.peer->view.host_id;
+                recordMpcommIssue(
+                    task, issueMpcommTransfer(*adapter_, task.request, host),
+                    host);
+            }
+            if (!slot.ok())
+                LOG(ERROR) << sub->slot_errors[slot.error].message();
+        }
+        if (!waiting) break;
+        if (!deadline_set) {
+            deadline = MpcommPeerRegistry::Clock::now() +
+                       std::chrono::milliseconds(connect_timeout_ms_);
+            deadline_set = true;
+        }
+        settleSome(*sub, deadline);
+    }
 
     // Leaves the scratch empty for the next submission; the slots' memory
     // stays.
@@ -308,96 +354,55 @@ Status MpcommBatchDriver::submitTransferTasks(
     return Status::OK();
 }
 
-void MpcommBatchDriver::issueTask(MpcommTask& task,
-                                  const MpcommResolvedPeer& peer) {
-    MpcommTransferHandle handle =
-        issueMpcommTransfer(*adapter_, task.request, peer.view.host_id);
-    if (handle == kInvalidMpcommTransferHandle) {
-        LOG(ERROR) << "MpcommTransport: MPComm refused a "
-                   << (task.request.opcode == Request::WRITE ? "WRITE" : "READ")
-                   << " of " << task.request.length << " bytes to "
-                   << peer.view.host_id << " at "
-                   << mpcommHexAddr(task.request.target_offset);
-    }
-    task.mpcomm_handle.store(handle, std::memory_order_relaxed);
-    task.status_word.store(
-        handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
-        std::memory_order_relaxed);
-}
-
-void MpcommBatchDriver::issueSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot) {
-    slot.settled = true;
-    for (size_t index = slot.first; index != kNoTask;
-         index = sub.next_task[index]) {
-        MpcommTask& task = sub.tasks[index];
-        if (slot.ok()) {
-            issueTask(task, *slot.peer);
-        } else {
-            task.status_word.store(FAILED, std::memory_order_relaxed);
-        }
-    }
-    if (!slot.ok()) LOG(ERROR) << sub.slot_errors[slot.error].message();
-}
-
-void MpcommBatchDriver::failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot,
-                                 Status why) {
-    slot.error = static_cast<uint32_t>(sub.slot_errors.size());
-    sub.slot_errors.push_back(std::move(why));
-}
-
-void MpcommBatchDriver::settleSlots(MpcommSubBatch& sub) {
-    const auto deadline = MpcommPeerRegistry::Clock::now() +
-                          std::chrono::milliseconds(connect_timeout_ms_);
-    // One ticket per slot, by index; sized once, so `waiting` may point
-    // into it.
-    sub.tickets.resize(sub.slots.size());
-    // A handshake that failed or ran out of time fails the slot's tasks,
-    // naming the segment.
-    auto fail = [&](MpcommSubmitSlot& slot, const Status& cause) {
+// Settles what the registry can say now about the slots still waiting for
+// their peers; when it can say nothing new, waits for any of their
+// handshakes, until `deadline`. A handshake that failed or ran out of time
+// fails the slot's tasks, naming the segment; it goes on and records its
+// outcome, only these tasks stop waiting for it.
+void MpcommTransport::settleSome(
+    MpcommSubBatch& sub, MpcommPeerRegistry::Clock::time_point deadline) {
+    auto fail = [&sub](MpcommSubmitSlot& slot, const Status& cause) {
         failSlot(sub, slot,
                  Status(cause.code(), "MpcommTransport: segment " +
                                           slot.peer->view.host_id + ": " +
                                           std::string(cause.message())));
-        issueSlot(sub, slot);
     };
+    // One ticket per slot, by index; sized once per submission, so
+    // `waiting` may point into it.
+    sub.tickets.resize(sub.slots.size());
     std::vector<MpcommPeerRegistry::Ticket*> waiting;
-    for (;;) {
-        waiting.clear();
-        for (size_t i = 0; i < sub.slots.size(); ++i) {
-            MpcommSubmitSlot& slot = sub.slots[i];
-            if (slot.settled) continue;
-            MpcommPeerRegistry::Ticket& ticket = sub.tickets[i];
-            Status error;
-            switch (registry_.poll(slot.peer->view, ticket, error)) {
-                case MpcommPeerRegistry::Progress::kReady:
-                    // Later requests to this peer skip poll().
-                    slot.peer->link = ticket.link();
-                    issueSlot(sub, slot);
-                    break;
-                case MpcommPeerRegistry::Progress::kFailed:
-                    fail(slot, error);
-                    break;
-                case MpcommPeerRegistry::Progress::kWaiting:
-                    waiting.push_back(&ticket);
-                    break;
-            }
+    bool settled_any = false;
+    for (size_t i = 0; i < sub.slots.size(); ++i) {
+        MpcommSubmitSlot& slot = sub.slots[i];
+        if (slot.settled) continue;
+        MpcommPeerRegistry::Ticket& ticket = sub.tickets[i];
+        Status error;
+        switch (registry_.poll(slot.peer->view, ticket, error)) {
+            case MpcommPeerRegistry::Progress::kReady:
+                // Later requests to this peer skip poll().
+                slot.peer->link = ticket.link();
+                slot.settled = settled_any = true;
+                break;
+            case MpcommPeerRegistry::Progress::kFailed:
+                fail(slot, error);
+                settled_any = true;
+                break;
+            case MpcommPeerRegistry::Progress::kWaiting:
+                waiting.push_back(&ticket);
+                break;
         }
-        if (waiting.empty()) return;
-        if (!registry_.waitForAny(waiting, deadline)) {
-            // The handshakes go on and record their outcome; only these
-            // tasks stop waiting for them.
-            for (MpcommSubmitSlot& slot : sub.slots) {
-                if (slot.settled) continue;
-                fail(slot, MpcommPeerRegistry::handshakeTimeout(
-                               slot.peer->view, connect_timeout_ms_));
-            }
-            return;
-        }
+    }
+    if (settled_any || waiting.empty()) return;
+    if (registry_.waitForAny(waiting, deadline)) return;
+    for (MpcommSubmitSlot& slot : sub.slots) {
+        if (slot.settled) continue;
+        fail(slot, MpcommPeerRegistry::handshakeTimeout(slot.peer->view,
+                                                        connect_timeout_ms_));
     }
 }
 
-Status MpcommBatchDriver::getTransferStatus(SubBatchRef batch, int task_id,
-                                            TransferStatus& status) {
+Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
+                                          TransferStatus& status) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
@@ -420,17 +425,16 @@ Status MpcommBatchDriver::getTransferStatus(SubBatchRef batch, int task_id,
             task.transferred_bytes.load(std::memory_order_relaxed);
         return Status::OK();
     }
-    if (gate_.enter()) {
-        MpcommGateTicket ticket(gate_);
-        if (sub->generation == generation_.load()) {
-            if (pollMpcommTask(*adapter_, task)) {
-                resolver_.suspect(task.request.target_id);
-            }
-        } else {
-            abandonMpcommTask(task);
-        }
-    } else {
+    const uint64_t open = enterCall();
+    if (open == 0) {
         abandonMpcommTask(task);
+    } else {
+        CallTicket ticket{this};
+        if (sub->generation != open) {
+            abandonMpcommTask(task);
+        } else if (pollMpcommTask(*adapter_, task)) {
+            resolver_->suspect(task.request.target_id);
+        }
     }
     status.s = task.status_word.load(std::memory_order_acquire);
     status.transferred_bytes =
