@@ -141,6 +141,19 @@ void TentMetrics::recordFailover(TransportType from, TransportType to) {
     impl_->failover[slot(from)][slot(to)].add(1);
 }
 
+uint64_t TentMetrics::total(Total kind, Op op, TransportType t) const {
+    int o = static_cast<int>(op), s = slot(t);
+    if (static_cast<int>(t) != s) return 0;
+    switch (kind) {
+        case Total::kBytes:
+            return impl_->bytes[o][s].value();
+        case Total::kRequests:
+            return impl_->requests[o][s].value();
+        default:
+            return impl_->failures[o][s].value();
+    }
+}
+
 std::string TentMetrics::renderPrometheus() const {
     std::ostringstream os;
     // Per-op counters with a transport label; only series that have seen

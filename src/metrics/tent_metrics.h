@@ -32,6 +32,11 @@ class TentMetrics {
     // Fed by the failover path when a request moves to another transport.
     void recordFailover(TransportType from, TransportType to);
 
+    // Request counters of one op and transport, for /metrics/json and the
+    // summary line.
+    enum class Total { kBytes, kRequests, kFailures };
+    uint64_t total(Total kind, Op op, TransportType t) const;
+
     // Prometheus text exposition format 0.0.4.
     std::string renderPrometheus() const;
 

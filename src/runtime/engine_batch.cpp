@@ -295,7 +295,8 @@ Status TransferEngineImpl::submitInternal(
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
-        if (failover_.enabled()) refs[i].request = request;
+        if (failover_.enabled() || metrics_) refs[i].request = request;
+        if (metrics_) noteSubmitted(refs[i]);
         Status s;
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
@@ -447,11 +448,14 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
     if (status.s == FAILED && failover_.enabled() &&
         (failover_.on_poll || drive) &&
         failOver(batch, task_id, route, status)) {
+        if (metrics_) noteStatus(ref, at.transport, route, true, PENDING);
         status.s = PENDING;
         status.transferred_bytes = 0;
         return Status::OK();
     }
     if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
+    if (metrics_)
+        noteStatus(ref, at.transport, route, status.s == FAILED, status.s);
     return Status::OK();
 }
 
