@@ -13,6 +13,7 @@
 #include "kit/log_capture.h"
 #include "kit/scoped_env.h"
 #include "kit/two_process_fixture.h"
+#include "kit/wait_until.h"
 
 namespace mooncake::tent::testing {
 namespace {
@@ -222,6 +223,29 @@ TEST_F(MetricsEnginePairTest, CountsWhatAPairMoved) {
     }
     for (const auto& st : run(writes)) ASSERT_EQ(st.s, COMPLETED);
     for (const auto& st : run(reads)) ASSERT_EQ(st.s, COMPLETED);
+    // A task read again after its final status is not counted again.
+    {
+        BatchID batch = engine_->allocateBatch(2);
+        ASSERT_TRUE(engine_
+                        ->submitTransfer(batch, {request(Request::READ, 0, 100),
+                                                 request(Request::READ, 0, 28)})
+                        .ok());
+        for (size_t i = 0; i < 2; ++i) {
+            TransferStatus st;
+            ASSERT_TRUE(waitUntil(
+                [&] {
+                    return engine_->getTransferStatus(batch, i, st).ok() &&
+                           st.s != PENDING && st.s != INITIAL;
+                },
+                kDeadline));
+            ASSERT_EQ(st.s, COMPLETED);
+            for (int again = 0; again < 3; ++again) {
+                ASSERT_TRUE(engine_->getTransferStatus(batch, i, st).ok());
+                ASSERT_EQ(st.s, COMPLETED);
+            }
+        }
+        ASSERT_TRUE(engine_->freeBatch(batch).ok());
+    }
 
     httplib::Client client("127.0.0.1", port);
     client.set_read_timeout(5, 0);
@@ -235,14 +259,14 @@ TEST_F(MetricsEnginePairTest, CountsWhatAPairMoved) {
                     std::to_string(8 * kChunk)))
         << body;
     EXPECT_TRUE(has("tent_read_bytes_total{transport=\"tcp\"} " +
-                    std::to_string(3 * kChunk)));
+                    std::to_string(3 * kChunk + 128)));
     EXPECT_TRUE(has("tent_write_requests_total{transport=\"tcp\"} 8"));
-    EXPECT_TRUE(has("tent_read_requests_total{transport=\"tcp\"} 3"));
+    EXPECT_TRUE(has("tent_read_requests_total{transport=\"tcp\"} 5"));
     EXPECT_TRUE(
         has("tent_transport_attempts_total{transport=\"tcp\","
             "operation=\"write\"} 8"));
     EXPECT_TRUE(has("tent_write_size_bytes_count{transport=\"tcp\"} 8"));
-    EXPECT_TRUE(has("tent_read_latency_us_count{transport=\"tcp\"} 3"));
+    EXPECT_TRUE(has("tent_read_latency_us_count{transport=\"tcp\"} 5"));
     EXPECT_EQ(body.find("failures_total{"), std::string::npos);
 
     // Teardown stops the server: the port no longer answers.
