@@ -119,22 +119,24 @@ TentMetrics::~TentMetrics() = default;
 void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
                                 uint64_t latency_us, bool ok) {
     int o = static_cast<int>(op), s = slot(t);
-    impl_->requests[o][s].add(1);
+    const size_t shard = currentShard();
+    impl_->requests[o][s].addAt(shard, 1);
     if (!ok) {
-        impl_->failures[o][s].add(1);
+        impl_->failures[o][s].addAt(shard, 1);
         return;
     }
-    impl_->bytes[o][s].add(bytes);
-    impl_->latency[o][s]->observe(latency_us);
-    impl_->size[o][s]->observe(bytes);
+    impl_->bytes[o][s].addAt(shard, bytes);
+    impl_->latency[o][s]->observeAt(shard, latency_us);
+    impl_->size[o][s]->observeAt(shard, bytes);
 }
 
 void TentMetrics::recordAttempt(Op op, TransportType t, uint64_t latency_us,
                                 bool ok) {
     int o = static_cast<int>(op), s = slot(t);
-    impl_->attempts[o][s].add(1);
-    if (!ok) impl_->attempt_failures[o][s].add(1);
-    impl_->attempt_latency[o][s]->observe(latency_us);
+    const size_t shard = currentShard();
+    impl_->attempts[o][s].addAt(shard, 1);
+    if (!ok) impl_->attempt_failures[o][s].addAt(shard, 1);
+    impl_->attempt_latency[o][s]->observeAt(shard, latency_us);
 }
 
 void TentMetrics::recordFailover(TransportType from, TransportType to) {
