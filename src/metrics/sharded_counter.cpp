@@ -34,13 +34,17 @@ uint64_t ShardedCounter::value() const {
 }
 
 ShardedHistogram::ShardedHistogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {}
+    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {
+    for (double b : bounds_) int_bounds_.push_back(static_cast<uint64_t>(b));
+}
 
 void ShardedHistogram::observeAt(size_t shard, uint64_t value) {
     // Linear scan: at most a dozen bounds, cheaper than a binary search's
     // mispredicted branches at this size.
+    const uint64_t* bound = int_bounds_.data();
+    const size_t n = int_bounds_.size();
     size_t i = 0;
-    while (i < bounds_.size() && static_cast<double>(value) > bounds_[i]) ++i;
+    while (i < n && value > bound[i]) ++i;
     buckets_[i].addAt(shard, 1);
     sum_.addAt(shard, value);
 }

@@ -52,6 +52,9 @@ class ShardedHistogram {
 
  private:
     std::vector<double> bounds_;
+    // The bounds as integers, for the data path's scan: every bound in use
+    // is a whole number of microseconds or bytes.
+    std::vector<uint64_t> int_bounds_;
     std::vector<ShardedCounter> buckets_;  // bounds_.size() + 1
     ShardedCounter sum_;
 };
