@@ -380,6 +380,7 @@ Status TransferEngineImpl::submitInternal(
             sub_base = sub->size();
             s = transport->submitTransferTasks(sub, *list);
         }
+        const uint64_t accepted_us = metrics_ ? metricsNowUs() : 0;
         for (size_t k = 0; k < list->size(); ++k) {
             EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
             if (!s.ok()) {
@@ -393,6 +394,7 @@ Status TransferEngineImpl::submitInternal(
             }
             ref.sub = sub;
             ref.sub_task = static_cast<int>(sub_base + k);
+            ref.accepted_us = accepted_us;
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "

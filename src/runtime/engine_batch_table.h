@@ -59,7 +59,8 @@ struct EngineBatch {
               request(other.request),
               failed_from(other.failed_from),
               moved(other.moved.load(std::memory_order_relaxed)),
-              start_us(other.start_us) {}
+              start_us(other.start_us),
+              accepted_us(other.accepted_us) {}
         TaskRef& operator=(const TaskRef& other) {
             transport = other.transport;
             sub = other.sub;
@@ -74,6 +75,7 @@ struct EngineBatch {
                         std::memory_order_relaxed);
             moving.store(false, std::memory_order_relaxed);
             start_us = other.start_us;
+            accepted_us = other.accepted_us;
             counted.store(false, std::memory_order_relaxed);
             failure_noted.store(kNoAttempt, std::memory_order_relaxed);
             return *this;
@@ -121,6 +123,7 @@ struct EngineBatch {
         // that concurrent status readers count each failed attempt once.
         static constexpr uintptr_t kNoAttempt = ~uintptr_t{0};
         uint64_t start_us = 0;
+        uint64_t accepted_us = 0;  // when its first transport accepted it
         std::atomic<bool> counted{false};
         std::atomic<uintptr_t> failure_noted{kNoAttempt};
 

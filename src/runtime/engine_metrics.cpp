@@ -7,7 +7,7 @@
 namespace mooncake::tent {
 namespace {
 
-uint64_t nowUs() {
+uint64_t steadyUs() {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(
             std::chrono::steady_clock::now().time_since_epoch())
@@ -21,6 +21,8 @@ metrics::Op opOf(const Request& request) {
 
 }  // namespace
 
+uint64_t TransferEngineImpl::metricsNowUs() { return steadyUs(); }
+
 Status TransferEngineImpl::startMetrics() {
     metrics::MetricsConfig config;
     CHECK_STATUS(metrics::MetricsConfig::load(*conf_, config));
@@ -32,7 +34,7 @@ Status TransferEngineImpl::startMetrics() {
 }
 
 void TransferEngineImpl::noteSubmitted(EngineBatch::TaskRef& ref) {
-    ref.start_us = nowUs();
+    ref.start_us = metricsNowUs();
 }
 
 // Called by every status read of a task that runs on `transport` (null:
@@ -46,7 +48,8 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
                                     TransferStatusEnum status) {
     const metrics::Op op = opOf(ref.request);
     const TransportType type = transport ? typeOf(transport) : UNSPEC;
-    const uint64_t elapsed = nowUs() - ref.start_us;
+    const uint64_t now = steadyUs();
+    const uint64_t elapsed = now - ref.start_us;
     if (attempt_failed && transport != nullptr) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
@@ -61,7 +64,15 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
         return;
     }
     const bool ok = status == COMPLETED;
-    if (ok) metrics_->recordAttempt(op, type, elapsed, true);
+    if (ok) {
+        metrics_->recordAttempt(op, type, elapsed, true);
+        // accepted_us is 0 for a task its first transport refused (it
+        // completed through a failover): no dispatch stage to speak of.
+        if (ref.accepted_us != 0) {
+            metrics_->recordStages(type, ref.accepted_us - ref.start_us,
+                                   now - ref.accepted_us);
+        }
+    }
     metrics_->recordRequest(op, type, ref.request.length, elapsed, ok);
 }
 

@@ -79,6 +79,7 @@ TEST_F(MetricsFailoverTest, RecoveredRequestsCountOnceUnderTcp) {
     EXPECT_EQ(body.find("tent_read_requests_total{transport=\"mpcomm\"}"),
               std::string::npos);
     EXPECT_EQ(body.find("tent_read_failures_total{"), std::string::npos);
+    EXPECT_TRUE(has("tent_stage_transport_us_count{transport=\"tcp\"} 6"));
     EXPECT_TRUE(
         has("tent_transport_attempts_total{transport=\"mpcomm\","
             "operation=\"read\"} 6"));

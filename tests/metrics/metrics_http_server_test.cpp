@@ -267,6 +267,8 @@ TEST_F(MetricsEnginePairTest, CountsWhatAPairMoved) {
             "operation=\"write\"} 8"));
     EXPECT_TRUE(has("tent_write_size_bytes_count{transport=\"tcp\"} 8"));
     EXPECT_TRUE(has("tent_read_latency_us_count{transport=\"tcp\"} 5"));
+    EXPECT_TRUE(has("tent_stage_dispatch_us_count{transport=\"tcp\"} 13"));
+    EXPECT_TRUE(has("tent_stage_transport_us_count{transport=\"tcp\"} 13"));
     EXPECT_EQ(body.find("failures_total{"), std::string::npos);
 
     // Teardown stops the server: the port no longer answers.
