@@ -193,6 +193,24 @@ TEST(MetricsHttpServerTest, BusyPortIsRefusedByName) {
                   " (metrics/http_host, metrics/http_port)");
 }
 
+TEST(MetricsHttpServerTest, LogsASummaryEveryInterval) {
+    TentMetrics registry;
+    registry.recordRequest(Op::kWrite, TCP, 512, 5, true);
+    MetricsConfig config;
+    config.http_host = "127.0.0.1";
+    config.http_port = 0;
+    config.report_interval_seconds = 1;
+    LogCapture log;
+    MetricsHttpServer server(registry, config);
+    ASSERT_TRUE(server.start().ok());
+    const std::string want =
+        "TENT metrics: read: 0 bytes, 0 requests, 0 failures; write: 512 "
+        "bytes, 1 requests, 0 failures";
+    EXPECT_TRUE(waitUntil([&] { return log.count(want) >= 1; },
+                          std::chrono::seconds(10)));
+    server.stop();
+}
+
 class MetricsEnginePairTest : public TwoProcessTest {};
 
 // Two processes over TCP: what the initiator's /metrics says is exactly
