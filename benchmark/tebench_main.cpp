@@ -21,6 +21,12 @@
 #include "tebench_worker.h"
 #include "tent/transfer_engine.h"
 
+// Lets a scraper (tests/metrics/prometheus_scrape_test.sh) read the
+// engine's final metrics before the initiator's engine goes away.
+DEFINE_double(linger_s, 0,
+              "Seconds the initiator keeps its engine up after the run, "
+              "0 to 600.");
+
 namespace mooncake::tent::bench {
 namespace {
 
@@ -202,6 +208,24 @@ int runInitiator(TransferEngine& engine, const BenchOptions& options) {
         }
         printRow(result);
         if (!save()) return 1;
+    }
+    // Every completed request, first batches and warm-up included: what the
+    // engine's byte counters (docs/metrics.md) count.
+    uint64_t moved = 0;
+    for (const CaseResult& row : rows) {
+        moved += (row.requests - row.failed_requests) * row.block_size;
+    }
+    std::printf("Total bytes moved: %llu\n",
+                static_cast<unsigned long long>(moved));
+    std::fflush(stdout);
+    if (!(FLAGS_linger_s >= 0 && FLAGS_linger_s <= 600)) {
+        std::fprintf(stderr, "tebench: --linger_s=%g must be in [0, 600]\n",
+                     FLAGS_linger_s);
+        return 1;
+    }
+    if (FLAGS_linger_s > 0) {
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>(FLAGS_linger_s));
     }
     releaseBuffers(engine, local);
     engine.closeSegment(remote.id);

@@ -28,3 +28,8 @@ if(BUILD_PYTHON)
   find_package(Python3 COMPONENTS Interpreter Development ${_tent_python_mode})
   find_package(pybind11 CONFIG ${_tent_python_mode})
 endif()
+
+# The metrics HTTP endpoint (src/metrics/metrics_http_server.cpp) serves
+# through Debian's cpp-httplib; its pkg-config flags match how it was built.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TENT_HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -11,6 +11,7 @@ the compiler and its flags, not with the host's load.
 
   cost_count.py BUILD_DIR                 every case, one table
   cost_count.py BUILD_DIR --json OUT      ... and the figures as JSON
+  cost_count.py BUILD_DIR --metrics       ... with the engine's metrics on
   cost_count.py BUILD_DIR --check BUDGET  the budget's cases only; exit 1
                                           when one grows past +tolerance
   cost_count.py BUILD_DIR --cases budget --json benchmark/cost_budget.json
@@ -88,6 +89,15 @@ def case_key(case):
     return f"{path}/buffers:{buffers or '-'}/peers:{peers}/batch:{batch}"
 
 
+# --metrics: the engine records and serves metrics (docs/metrics.md) on a
+# free loopback port; without it they are off whatever the caller's
+# environment says, so the figures stay comparable.
+METRICS_ON = {"TENT_METRICS_ENABLED": "1", "TENT_METRICS_HTTP_HOST": "127.0.0.1",
+              "TENT_METRICS_HTTP_PORT": "0", "TENT_METRICS_REPORT_INTERVAL": "0"}
+METRICS_OFF = {"TENT_METRICS_ENABLED": "0"}
+metrics_env = METRICS_OFF
+
+
 def count(driver, case, requests, tmp):
     """Instructions per request of one case, as a float."""
     path, buffers, peers, batch = case
@@ -98,7 +108,7 @@ def count(driver, case, requests, tmp):
                f"--buffers={max(buffers, 1)}", f"--peers={peers}",
                f"--batch={batch}", f"--requests={requests}"]
     run = subprocess.run(command, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, env={**os.environ, **metrics_env})
     if run.returncode != 0:
         raise RuntimeError(f"{case_key(case)}: exit {run.returncode}:\n"
                            f"{run.stderr[-2000:]}")
@@ -200,7 +210,11 @@ def main():
                         help="requests counted per case (default 4096)")
     parser.add_argument("--jobs", type=positive, default=os.cpu_count() or 1,
                         help="cases run at once (default: the cores)")
+    parser.add_argument("--metrics", action="store_true",
+                        help="run the engine with metrics enabled")
     args = parser.parse_args()
+    global metrics_env
+    metrics_env = METRICS_ON if args.metrics else METRICS_OFF
 
     if not shutil.which(os.environ.get("VALGRIND", "valgrind")):
         print("SKIPPED: valgrind is not installed; install it "

@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libgoogle-glog-dev libgflags-dev libjsoncpp-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libasio-dev libibverbs-dev libnuma-dev
+  libasio-dev libibverbs-dev libnuma-dev libcpp-httplib-dev
   pybind11-dev python3-dev python3 python3-pytest python3-numpy
   binutils procps valgrind
   clang llvm libclang-rt-dev

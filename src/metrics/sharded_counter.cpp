@@ -6,12 +6,24 @@ namespace mooncake {
 namespace tent {
 namespace metrics {
 
+namespace {
+// Initial-exec: libtent is a shared library, and the default (global-
+// dynamic) model costs a __tls_get_addr call per access. Constant
+// initialised, so no guard either; kMetricShards means "not yet assigned".
+thread_local size_t tls_shard __attribute__((tls_model("initial-exec"))) =
+    kMetricShards;
+std::atomic<size_t> next_shard{0};
+}  // namespace
+
 size_t currentShard() {
-    // Assigned round-robin on a thread's first use: hashing thread ids can
-    // pile several busy threads onto one shard.
-    static std::atomic<size_t> next{0};
-    thread_local size_t shard =
-        next.fetch_add(1, std::memory_order_relaxed) & (kMetricShards - 1);
+    size_t shard = tls_shard;
+    if (__builtin_expect(shard == kMetricShards, 0)) {
+        // Assigned round-robin on a thread's first use: hashing thread ids
+        // can pile several busy threads onto one shard.
+        shard = next_shard.fetch_add(1, std::memory_order_relaxed) &
+                (kMetricShards - 1);
+        tls_shard = shard;
+    }
     return shard;
 }
 
@@ -22,16 +34,25 @@ uint64_t ShardedCounter::value() const {
 }
 
 ShardedHistogram::ShardedHistogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {}
+    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {
+    for (double b : bounds_) int_bounds_.push_back(static_cast<uint64_t>(b));
+}
 
-void ShardedHistogram::observe(uint64_t value) {
+void ShardedHistogram::observeAt(size_t shard, uint64_t value) {
     // Linear scan: at most a dozen bounds, cheaper than a binary search's
     // mispredicted branches at this size.
+    const uint64_t* bound = int_bounds_.data();
+    const size_t n = int_bounds_.size();
     size_t i = 0;
-    while (i < bounds_.size() && static_cast<double>(value) > bounds_[i]) ++i;
-    buckets_[i].add(1);
-    sum_.add(value);
-    count_.add(1);
+    while (i < n && value > bound[i]) ++i;
+    buckets_[i].addAt(shard, 1);
+    sum_.addAt(shard, value);
+}
+
+uint64_t ShardedHistogram::count() const {
+    uint64_t total = 0;
+    for (const auto& b : buckets_) total += b.value();
+    return total;
 }
 
 std::vector<uint64_t> ShardedHistogram::bucketCounts() const {

@@ -20,8 +20,11 @@ size_t currentShard();
 
 class ShardedCounter {
  public:
-    void add(uint64_t n) {
-        shards_[currentShard()].v.fetch_add(n, std::memory_order_relaxed);
+    void add(uint64_t n) { addAt(currentShard(), n); }
+    // For a caller that records several series at once and looked its
+    // shard up once.
+    void addAt(size_t shard, uint64_t n) {
+        shards_[shard].v.fetch_add(n, std::memory_order_relaxed);
     }
     uint64_t value() const;
 
@@ -38,18 +41,22 @@ class ShardedCounter {
 class ShardedHistogram {
  public:
     explicit ShardedHistogram(std::vector<double> bounds);
-    void observe(uint64_t value);
+    void observe(uint64_t value) { observeAt(currentShard(), value); }
+    void observeAt(size_t shard, uint64_t value);
     const std::vector<double>& bounds() const { return bounds_; }
     // Non-cumulative count per bucket; the last entry is the +Inf bucket.
     std::vector<uint64_t> bucketCounts() const;
     uint64_t sum() const { return sum_.value(); }
-    uint64_t count() const { return count_.value(); }
+    // The sum of the buckets: an observation pays for no count of its own.
+    uint64_t count() const;
 
  private:
     std::vector<double> bounds_;
+    // The bounds as integers, for the data path's scan: every bound in use
+    // is a whole number of microseconds or bytes.
+    std::vector<uint64_t> int_bounds_;
     std::vector<ShardedCounter> buckets_;  // bounds_.size() + 1
     ShardedCounter sum_;
-    ShardedCounter count_;
 };
 
 }  // namespace metrics

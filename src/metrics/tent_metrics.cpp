@@ -17,6 +17,10 @@ const std::vector<double> kSizeBuckets{1024,     4096,      16384,     65536,
                                        262144,   1048576,   4194304,   16777216,
                                        67108864, 268435456, 1073741824};
 
+// Upstream's stage buckets (microseconds): 10 µs to 500 ms.
+const std::vector<double> kStageBuckets{10,   50,    100,   500,    1000,
+                                        5000, 10000, 50000, 100000, 500000};
+
 const char* opLabel(int op) { return op == 0 ? "read" : "write"; }
 
 // One histogram per transport (and per op where the metric has one).
@@ -78,6 +82,8 @@ struct TentMetrics::Impl {
     std::vector<std::unique_ptr<ShardedHistogram>> latency[2];
     std::vector<std::unique_ptr<ShardedHistogram>> size[2];
     std::vector<std::unique_ptr<ShardedHistogram>> attempt_latency[2];
+    std::vector<std::unique_ptr<ShardedHistogram>> stage_dispatch;
+    std::vector<std::unique_ptr<ShardedHistogram>> stage_transport;
 
     Impl() {
         for (int op = 0; op < 2; ++op) {
@@ -85,6 +91,8 @@ struct TentMetrics::Impl {
             size[op] = makeHistograms(kTransports, kSizeBuckets);
             attempt_latency[op] = makeHistograms(kTransports, kLatencyBuckets);
         }
+        stage_dispatch = makeHistograms(kTransports, kStageBuckets);
+        stage_transport = makeHistograms(kTransports, kStageBuckets);
     }
 };
 
@@ -124,26 +132,49 @@ TentMetrics& TentMetrics::instance() {
 void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
                                 uint64_t latency_us, bool ok) {
     int o = static_cast<int>(op), s = slot(t);
-    impl_->requests[o][s].add(1);
+    const size_t shard = currentShard();
+    impl_->requests[o][s].addAt(shard, 1);
     if (!ok) {
-        impl_->failures[o][s].add(1);
+        impl_->failures[o][s].addAt(shard, 1);
         return;
     }
-    impl_->bytes[o][s].add(bytes);
-    impl_->latency[o][s]->observe(latency_us);
-    impl_->size[o][s]->observe(bytes);
+    impl_->bytes[o][s].addAt(shard, bytes);
+    impl_->latency[o][s]->observeAt(shard, latency_us);
+    impl_->size[o][s]->observeAt(shard, bytes);
 }
 
 void TentMetrics::recordAttempt(Op op, TransportType t, uint64_t latency_us,
                                 bool ok) {
     int o = static_cast<int>(op), s = slot(t);
-    impl_->attempts[o][s].add(1);
-    if (!ok) impl_->attempt_failures[o][s].add(1);
-    impl_->attempt_latency[o][s]->observe(latency_us);
+    const size_t shard = currentShard();
+    impl_->attempts[o][s].addAt(shard, 1);
+    if (!ok) impl_->attempt_failures[o][s].addAt(shard, 1);
+    impl_->attempt_latency[o][s]->observeAt(shard, latency_us);
+}
+
+void TentMetrics::recordStages(TransportType t, uint64_t dispatch_us,
+                               uint64_t transport_us) {
+    const int s = slot(t);
+    const size_t shard = currentShard();
+    impl_->stage_dispatch[s]->observeAt(shard, dispatch_us);
+    impl_->stage_transport[s]->observeAt(shard, transport_us);
 }
 
 void TentMetrics::recordFailover(TransportType from, TransportType to) {
     impl_->failover[slot(from)][slot(to)].add(1);
+}
+
+uint64_t TentMetrics::total(Total kind, Op op, TransportType t) const {
+    int o = static_cast<int>(op), s = slot(t);
+    if (static_cast<int>(t) != s) return 0;
+    switch (kind) {
+        case Total::kBytes:
+            return impl_->bytes[o][s].value();
+        case Total::kRequests:
+            return impl_->requests[o][s].value();
+        default:
+            return impl_->failures[o][s].value();
+    }
 }
 
 std::string TentMetrics::renderPrometheus() const {
@@ -249,6 +280,26 @@ std::string TentMetrics::renderPrometheus() const {
                            h);
         }
     }
+    auto stage = [&](const char* name, const char* help,
+                     const std::vector<std::unique_ptr<ShardedHistogram>>& v) {
+        os << "# HELP " << name << " " << help << "\n# TYPE " << name
+           << " histogram\n";
+        for (int t = 0; t < kTransports; ++t) {
+            if (v[t]->count() == 0) continue;
+            writeHistogram(os, name,
+                           std::string("transport=\"") +
+                               transportLabel(static_cast<TransportType>(t)) +
+                               "\"",
+                           *v[t]);
+        }
+    };
+    stage("tent_stage_dispatch_us",
+          "Submit to the transport accepting the request, in microseconds",
+          m.stage_dispatch);
+    stage("tent_stage_transport_us",
+          "Transport accepting the request to its final status, in "
+          "microseconds",
+          m.stage_transport);
     histograms("tent_transport_attempt_latency_us",
                "Observed physical transport attempt latency in microseconds",
                m.attempt_latency, true);

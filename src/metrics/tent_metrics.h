@@ -32,8 +32,18 @@ class TentMetrics {
                        uint64_t latency_us, bool ok);
     // Attempt metrics: one per physical transport attempt.
     void recordAttempt(Op op, TransportType t, uint64_t latency_us, bool ok);
+    // Per-stage latency of a completed request, under its final transport:
+    // submit to its transport accepting it, and from then to its final
+    // status.
+    void recordStages(TransportType t, uint64_t dispatch_us,
+                      uint64_t transport_us);
     // Fed by the failover path when a request moves to another transport.
     void recordFailover(TransportType from, TransportType to);
+
+    // Request counters of one op and transport, for /metrics/json and the
+    // summary line.
+    enum class Total { kBytes, kRequests, kFailures };
+    uint64_t total(Total kind, Op op, TransportType t) const;
 
     // Prometheus text exposition format 0.0.4.
     std::string renderPrometheus() const;

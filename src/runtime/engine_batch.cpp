@@ -295,7 +295,8 @@ Status TransferEngineImpl::submitInternal(
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i] = EngineBatch::TaskRef();
-        if (failover_.enabled()) refs[i].request = request;
+        if (failover_.enabled() || metrics_) refs[i].request = request;
+        if (metrics_) noteSubmitted(refs[i]);
         Status s;
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
@@ -378,6 +379,7 @@ Status TransferEngineImpl::submitInternal(
             sub_base = sub->size();
             s = transport->submitTransferTasks(sub, *list);
         }
+        const uint64_t accepted_us = metrics_ ? metricsNowUs() : 0;
         for (size_t k = 0; k < list->size(); ++k) {
             EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
             if (!s.ok()) {
@@ -391,6 +393,7 @@ Status TransferEngineImpl::submitInternal(
             }
             ref.sub = sub;
             ref.sub_task = static_cast<int>(sub_base + k);
+            ref.accepted_us = accepted_us;
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
@@ -446,11 +449,14 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
     if (status.s == FAILED && failover_.enabled() &&
         (failover_.on_poll || drive) &&
         failOver(batch, task_id, route, status)) {
+        if (metrics_) noteStatus(ref, at.transport, route, true, PENDING);
         status.s = PENDING;
         status.transferred_bytes = 0;
         return Status::OK();
     }
     if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
+    if (metrics_)
+        noteStatus(ref, at.transport, route, status.s == FAILED, status.s);
     return Status::OK();
 }
 

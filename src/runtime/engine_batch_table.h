@@ -58,7 +58,9 @@ struct EngineBatch {
               verdict(other.verdict.load(std::memory_order_relaxed)),
               request(other.request),
               failed_from(other.failed_from),
-              moved(other.moved.load(std::memory_order_relaxed)) {}
+              moved(other.moved.load(std::memory_order_relaxed)),
+              start_us(other.start_us),
+              accepted_us(other.accepted_us) {}
         TaskRef& operator=(const TaskRef& other) {
             transport = other.transport;
             sub = other.sub;
@@ -72,6 +74,10 @@ struct EngineBatch {
             moved.store(other.moved.load(std::memory_order_relaxed),
                         std::memory_order_relaxed);
             moving.store(false, std::memory_order_relaxed);
+            start_us = other.start_us;
+            accepted_us = other.accepted_us;
+            counted.store(false, std::memory_order_relaxed);
+            failure_noted.store(kNoAttempt, std::memory_order_relaxed);
             return *this;
         }
 
@@ -109,6 +115,17 @@ struct EngineBatch {
         // Held by the one status reader moving the task; others read it
         // PENDING meanwhile.
         std::atomic<bool> moving{false};
+
+        // Metrics (src/metrics), written only when metrics are on: when
+        // the submission took the task (steady clock, µs); whether its
+        // request was counted (once, at its final status); and which
+        // attempt (route, 0 for the first) was last counted as failed, so
+        // that concurrent status readers count each failed attempt once.
+        static constexpr uintptr_t kNoAttempt = ~uintptr_t{0};
+        uint64_t start_us = 0;
+        uint64_t accepted_us = 0;  // when its first transport accepted it
+        std::atomic<bool> counted{false};
+        std::atomic<uintptr_t> failure_noted{kNoAttempt};
 
         // Where the task runs now: its failover route when it moved, else
         // where its submission put it (transport null: nowhere).

@@ -95,6 +95,7 @@ Status TransferEngineImpl::construct(const std::string& config_path) {
     if (store_) CHECK_STATUS(claimSegmentName());
 
     CHECK_STATUS(FailoverSettings::load(*conf_, failover_));
+    CHECK_STATUS(startMetrics());
     CHECK_STATUS(selector_.loadPolicy(*conf_, topology_.get()));
     loadTransports();
     CHECK_STATUS(startProgressWorker());
@@ -179,6 +180,7 @@ void TransferEngineImpl::loadTransports() {
 }
 
 void TransferEngineImpl::teardown() {
+    metrics_server_.reset();  // bounded: see MetricsHttpServer::stop()
     // No pass over the batches runs once they are released below.
     if (progress_worker_) progress_worker_->stop();
     // The name is given up first: peers stop finding a segment that is

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/metrics_http_server.h"
 #include "runtime/engine_batch_table.h"
 #include "runtime/notification_channel.h"
 #include "runtime/notification_inbox.h"
@@ -100,6 +101,12 @@ class TransferEngineImpl {
 
     // engine_batch_cancel.cpp
     Status cancelTransfer(BatchID batch_id, size_t task_id);
+
+    // Port the metrics HTTP server listens on; 0 when metrics are off.
+    uint16_t metricsHttpPort() const {
+        return metrics_server_ ? metrics_server_->port() : 0;
+    }
+    metrics::TentMetrics* metricsRegistry() const { return metrics_.get(); }
 
     // Failovers so far per (from, to) transport pair (engine_events.h).
     const FailoverCounters& failoverCounters() const {
@@ -225,6 +232,16 @@ class TransferEngineImpl {
     // failover.h: the keys, read once at construction, and the counts.
     FailoverSettings failover_;
     FailoverCounters failover_counters_;
+    // Metrics (engine_metrics.cpp): null when metrics/enabled is false, so
+    // a disabled engine pays one branch per hook.
+    std::unique_ptr<metrics::TentMetrics> metrics_;
+    std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
+    Status startMetrics();
+    void noteSubmitted(EngineBatch::TaskRef& ref);
+    static uint64_t metricsNowUs();
+    void noteStatus(EngineBatch::TaskRef& ref, Transport* transport,
+                    const FailoverRoute* route, bool attempt_failed,
+                    TransferStatusEnum status);
     // failover.cpp: with enable_progress_worker, drives every live batch.
     Status startProgressWorker();
     std::unique_ptr<ProgressWorker> progress_worker_;
