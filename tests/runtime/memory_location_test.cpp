@@ -389,20 +389,12 @@ class MpcommLocationTest : public MemoryLocationEngineTest {
 
 TEST_P(MpcommLocationTest, MpcommEngineAgrees) { expectAgreement(); }
 
-// rocm:1 waits for the mpcomm transport to read locations through
-// LocationParser: its own check still takes only "cuda..." for device
-// memory, so it registers rocm memory as host memory.
-class MpcommRocmTest : public MpcommLocationTest {};
-TEST_P(MpcommRocmTest, DISABLED_MpcommEngineAgrees) { expectAgreement(); }
-
 INSTANTIATE_TEST_SUITE_P(Kinds, MemoryLocationTest,
                          ::testing::ValuesIn(kCases));
 INSTANTIATE_TEST_SUITE_P(Kinds, MemoryLocationEngineTest,
                          ::testing::ValuesIn(kCases));
 INSTANTIATE_TEST_SUITE_P(Kinds, MpcommLocationTest,
-                         ::testing::Values(kCases[0], kCases[1], kCases[3],
-                                           kCases[4]));
-INSTANTIATE_TEST_SUITE_P(Kinds, MpcommRocmTest, ::testing::Values(kCases[2]));
+                         ::testing::ValuesIn(kCases));
 
 }  // namespace
 }  // namespace mooncake::tent

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mpcomm_peer_resolver.h"
+#include "tent/runtime/topology.h"
 
 namespace mooncake::tent {
 
@@ -85,11 +86,12 @@ Status readConnectTimeout(const Config& conf, int64_t& timeout_ms) {
 }
 
 // The transport's one device-memory decision: whether a buffer's location
-// names GPU memory. Read as text ("cuda:N"), not through the runtime's
-// platform, so that the unit builds in upstream's tree too
-// (scripts/upstream_check.sh).
-bool isDeviceMemoryLocation(const std::string& location) {
-    return location.rfind("cuda", 0) == 0;
+// names device memory of any kind (cuda, rocm, ...). LocationParser is the
+// runtime's one location rule here, and upstream's class of the same name
+// in Mooncake's tree (scripts/upstream_check.sh).
+bool isDeviceBuffer(const std::string& location) {
+    const std::string type = LocationParser(location).type();
+    return type != "cpu" && type != kWildcardLocation;
 }
 
 // The RDMA NICs of the topology as MPComm's comma-separated device list.
@@ -350,7 +352,7 @@ void MpcommTransport::closeGate() {
 // nvidia-peermem) only while the transport declares GPU support; otherwise
 // a device pointer would be registered as host memory.
 Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
-    if (!isDeviceMemoryLocation(desc.location) || caps.gpu_to_gpu) {
+    if (!isDeviceBuffer(desc.location) || caps.gpu_to_gpu) {
         return Status::OK();
     }
     return Status::InvalidArgument(
