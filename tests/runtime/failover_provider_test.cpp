@@ -239,11 +239,16 @@ TEST_F(FailoverProviderTest, TargetDownOnEveryPathFailsWithinBound) {
     if (submitted.ok()) {
         for (const auto& st : states) EXPECT_EQ(st.s, FAILED);
     }
-    // Each task was tried on tcp once, and tcp was the last transport.
-    EXPECT_EQ(logs.count(kMovedLine), int(kTasks));
-    EXPECT_EQ(logs.count("No more transports available after tcp failed"),
-              int(kTasks));
-    EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), kTasks);
+    // Each task was tried on tcp once and tcp failed it too; or, where the
+    // cached descriptor had expired (a slow, e.g. TSan, run), the refetch
+    // from the dead target failed and no transport was left to try.
+    const int after_tcp =
+        logs.count("No more transports available after tcp failed");
+    const int after_mpcomm =
+        logs.count("No more transports available after mpcomm failed");
+    EXPECT_EQ(after_tcp + after_mpcomm, int(kTasks));
+    EXPECT_EQ(logs.count(kMovedLine), after_tcp);
+    EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), size_t(after_tcp));
 }
 
 // Status readers, a canceller and the free race the failovers off the
