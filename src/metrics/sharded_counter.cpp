@@ -7,11 +7,11 @@ namespace tent {
 namespace metrics {
 
 namespace {
-// Initial-exec: libtent is a shared library, and the default (global-
-// dynamic) model costs a __tls_get_addr call per access. Constant
-// initialised, so no guard either; kMetricShards means "not yet assigned".
-thread_local size_t tls_shard __attribute__((tls_model("initial-exec"))) =
-    kMetricShards;
+// The default TLS model: libtent is loaded by dlopen() from Python, where
+// an initial-exec block does not fit ("cannot allocate memory in static
+// TLS block"). Constant initialised, so no guard; kMetricShards means "not
+// yet assigned".
+thread_local size_t tls_shard = kMetricShards;
 std::atomic<size_t> next_shard{0};
 }  // namespace
 
