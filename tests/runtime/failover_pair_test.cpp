@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/batch_wait.h"
 #include "kit/faulty_mpcomm_adapter.h"
 #include "kit/log_capture.h"
 #include "kit/two_process_fixture.h"
@@ -260,16 +261,8 @@ TEST_F(FailoverTest, FailoverUnderConcurrentCancelAndFree) {
     });
     canceller.join();
     std::vector<TransferStatus> states(kTasks);
-    ASSERT_TRUE(testing::waitUntil(
-        [&] {
-            for (size_t k = 0; k < kTasks; ++k) {
-                if (!engine_->getTransferStatus(batch, k, states[k]).ok())
-                    return false;
-                if (states[k].s == PENDING) return false;
-            }
-            return true;
-        },
-        testing::kDeadline));
+    ASSERT_TRUE(
+        testing::waitTasksFinal(*engine_, batch, states, testing::kDeadline));
     stop = true;
     poller.join();
     for (size_t k = 0; k < kTasks; ++k) {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/batch_wait.h"
 #include "kit/log_capture.h"
 #include "kit/scoped_env.h"
 #include "kit/two_process_fixture.h"
@@ -183,16 +184,8 @@ TEST_F(FailoverProviderTest, ZeroAttemptsFailsAsWithoutFailover) {
     Status submitted = engine_->submitTransfer(batch, tasks(Request::READ));
     if (submitted.ok()) {
         std::vector<TransferStatus> states(kTasks);
-        ASSERT_TRUE(testing::waitUntil(
-            [&] {
-                for (size_t k = 0; k < kTasks; ++k) {
-                    EXPECT_TRUE(
-                        engine_->getTransferStatus(batch, k, states[k]).ok());
-                    if (states[k].s == PENDING) return false;
-                }
-                return true;
-            },
-            testing::kDeadline));
+        ASSERT_TRUE(testing::waitTasksFinal(*engine_, batch, states,
+                                            testing::kDeadline));
         for (const auto& st : states) EXPECT_EQ(st.s, FAILED);
     }
     EXPECT_TRUE(engine_->freeBatch(batch).ok());
@@ -219,16 +212,8 @@ TEST_F(FailoverProviderTest, TargetDownOnEveryPathFailsWithinBound) {
     Status submitted = engine_->submitTransfer(batch, tasks(Request::READ));
     std::vector<TransferStatus> states(kTasks);
     if (submitted.ok()) {
-        ASSERT_TRUE(testing::waitUntil(
-            [&] {
-                for (size_t k = 0; k < kTasks; ++k) {
-                    EXPECT_TRUE(
-                        engine_->getTransferStatus(batch, k, states[k]).ok());
-                    if (states[k].s == PENDING) return false;
-                }
-                return true;
-            },
-            testing::kDeadline));
+        ASSERT_TRUE(testing::waitTasksFinal(*engine_, batch, states,
+                                            testing::kDeadline));
     }
     const int64_t elapsed_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -277,16 +262,8 @@ TEST_F(FailoverProviderTest, FailoverUnderConcurrentCancelAndFree) {
         });
         canceller.join();
         std::vector<TransferStatus> states(kTasks);
-        const bool settled = testing::waitUntil(
-            [&] {
-                for (size_t k = 0; k < kTasks; ++k) {
-                    if (!engine_->getTransferStatus(batch, k, states[k]).ok())
-                        return false;
-                    if (states[k].s == PENDING) return false;
-                }
-                return true;
-            },
-            testing::kDeadline);
+        const bool settled = testing::waitTasksFinal(*engine_, batch, states,
+                                                     testing::kDeadline);
         stop = true;
         poller.join();
         ASSERT_TRUE(settled) << "round " << round;
