@@ -194,6 +194,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                   << max << ")";
         failover_counters_.record(prev, next);
         metrics::TentMetrics::instance().recordFailover(prev, next);
+        if (metrics_) metrics_->recordFailover(prev, next);  // served
         auto route = std::make_unique<FailoverRoute>();
         route->transport = transportOf(next);
         route->attempts = attempts;

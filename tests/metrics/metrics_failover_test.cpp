@@ -80,6 +80,11 @@ TEST_F(MetricsFailoverTest, RecoveredRequestsCountOnceUnderTcp) {
               std::string::npos);
     EXPECT_EQ(body.find("tent_read_failures_total{"), std::string::npos);
     EXPECT_TRUE(has("tent_stage_transport_us_count{transport=\"tcp\"} 6"));
+    // Served by this engine's endpoint, once per move.
+    EXPECT_TRUE(
+        has("tent_transport_failover_total{from=\"mpcomm\","
+            "to=\"tcp\"} 6"))
+        << body;
     EXPECT_TRUE(
         has("tent_transport_attempts_total{transport=\"mpcomm\","
             "operation=\"read\"} 6"));
