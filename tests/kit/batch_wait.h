@@ -1,7 +1,9 @@
 // Bounded wait for every task of a batch to leave PENDING.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "kit/wait_until.h"
@@ -26,6 +28,28 @@ inline bool waitTasksFinal(TransferEngine& engine, BatchID batch,
             return true;
         },
         bound);
+}
+
+// Cancels the even tasks of `batch` while another thread polls the batch's
+// overall status, then waits as waitTasksFinal() does; the poller is joined
+// before it returns. True when every task left PENDING within `bound`.
+inline bool cancelEvenTasksWhilePolling(
+    TransferEngine& engine, BatchID batch, std::vector<TransferStatus>& states,
+    std::chrono::milliseconds bound = kWaitBound) {
+    std::atomic<bool> stop{false};
+    std::thread poller([&] {
+        while (!stop.load()) {
+            TransferStatus overall;
+            (void)engine.getTransferStatus(batch, overall);
+        }
+    });
+    for (size_t k = 0; k < states.size(); k += 2) {
+        (void)engine.cancelTransfer(batch, k);
+    }
+    const bool settled = waitTasksFinal(engine, batch, states, bound);
+    stop = true;
+    poller.join();
+    return settled;
 }
 
 }  // namespace mooncake::tent::testing

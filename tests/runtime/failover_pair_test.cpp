@@ -247,24 +247,9 @@ TEST_F(FailoverTest, FailoverUnderConcurrentCancelAndFree) {
     std::memset(localBytes(), 0, kBufferSize);
     BatchID batch = engine_->allocateBatch(kTasks);
     ASSERT_TRUE(engine_->submitTransfer(batch, reads()).ok());
-    std::atomic<bool> stop{false};
-    std::thread poller([&] {
-        while (!stop.load()) {
-            TransferStatus overall;
-            (void)engine_->getTransferStatus(batch, overall);
-        }
-    });
-    std::thread canceller([&] {
-        for (size_t k = 0; k < kTasks; k += 2) {
-            (void)engine_->cancelTransfer(batch, k);
-        }
-    });
-    canceller.join();
     std::vector<TransferStatus> states(kTasks);
-    ASSERT_TRUE(
-        testing::waitTasksFinal(*engine_, batch, states, testing::kDeadline));
-    stop = true;
-    poller.join();
+    ASSERT_TRUE(testing::cancelEvenTasksWhilePolling(*engine_, batch, states,
+                                                     testing::kDeadline));
     for (size_t k = 0; k < kTasks; ++k) {
         ASSERT_TRUE(states[k].s == COMPLETED || states[k].s == CANCELED)
             << "task " << k << " " << states[k].s;

@@ -248,24 +248,9 @@ TEST_F(FailoverProviderTest, FailoverUnderConcurrentCancelAndFree) {
         std::memset(localBytes(), 0, kBufferSize);
         BatchID batch = engine_->allocateBatch(kTasks);
         ASSERT_TRUE(engine_->submitTransfer(batch, tasks(Request::READ)).ok());
-        std::atomic<bool> stop{false};
-        std::thread poller([&] {
-            while (!stop.load()) {
-                TransferStatus overall;
-                (void)engine_->getTransferStatus(batch, overall);
-            }
-        });
-        std::thread canceller([&] {
-            for (size_t k = 0; k < kTasks; k += 2) {
-                (void)engine_->cancelTransfer(batch, k);
-            }
-        });
-        canceller.join();
         std::vector<TransferStatus> states(kTasks);
-        const bool settled = testing::waitTasksFinal(*engine_, batch, states,
-                                                     testing::kDeadline);
-        stop = true;
-        poller.join();
+        const bool settled = testing::cancelEvenTasksWhilePolling(
+            *engine_, batch, states, testing::kDeadline);
         ASSERT_TRUE(settled) << "round " << round;
         for (size_t k = 0; k < kTasks; ++k) {
             ASSERT_TRUE(states[k].s == COMPLETED || states[k].s == CANCELED)
