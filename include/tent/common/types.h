@@ -88,7 +88,9 @@ enum class IntentType : int {
 };
 
 struct Request {
-    enum OpCode { READ = 0, WRITE = 1 };
+    // A fixed underlying type: an opcode that arrives from C or the wire
+    // as any int is a value the transports can load and refuse by number.
+    enum OpCode : int { READ = 0, WRITE = 1 };
     OpCode opcode = READ;
     void* source = nullptr;
     SegmentID target_id = LOCAL_SEGMENT_ID;
