@@ -19,12 +19,12 @@
 #   - memcpy of the same block sizes (tent_memcpy_bw);
 #   - tebench over shm (write and read, batch 1, one thread) beside a
 #     memcpy of each block size over the same bytes, into bench/shm.json
-#     (scripts/shm_bench_table.py prints the rows and the ratio);
+#     (benchmark/tools/shm_bench_table.py prints the rows and the ratio);
 #   - tent_transport_overhead (ns per request through MpcommTransport);
 #   - tent_provider_overhead (us per request over softmpcomm, through the
 #     transport and with the provider's calls made directly);
 #   - after the table, instructions per request of tent_transport_overhead's
-#     cases under callgrind (scripts/cost_count.py, into bench/cost.json;
+#     cases under callgrind (benchmark/tools/cost_count.py, into bench/cost.json;
 #     --quick: the transport's budget cases only);
 # and prints one side-by-side table (each of ours also as a ratio to iperf3
 # and to memcpy), writes bench/results.json and plots GB/s against block
@@ -250,7 +250,7 @@ step "memcpy beside shm, $START_BLOCK..$MAX_BLOCK bytes over $SHM_ARENA bytes"
 "$BIN/tent_memcpy_bw" --start_block_size=$START_BLOCK \
   --max_block_size=$MAX_BLOCK --arena_size=$SHM_ARENA \
   --duration="$DURATION" >"$RAW/memcpy_shm.txt"
-python3 "$ROOT/scripts/shm_bench_table.py" "$RAW" "$OUT/shm.json"
+python3 "$ROOT/benchmark/tools/shm_bench_table.py" "$RAW" "$OUT/shm.json"
 
 # --- iperf3 -----------------------------------------------------------------
 for streams in 1 2; do
@@ -320,12 +320,12 @@ step "tent_provider_overhead (us per request over softmpcomm)"
 
 # --- report -----------------------------------------------------------------
 step "report ($MODE mode, measurements took ${SECONDS} s)"
-python3 "$ROOT/scripts/bench_report.py" --raw="$RAW" --out="$OUT" \
+python3 "$ROOT/benchmark/tools/bench_report.py" --raw="$RAW" --out="$OUT" \
   --mode="$MODE" --duration="$DURATION" --warmup="$WARMUP" --seconds="$SECONDS" \
   --tebench_args="${TEBENCH_ARGS:-}"
 
 # --- cost step (instructions per request) ----------------------------------
-# tent_transport_overhead's cases counted by callgrind (scripts/cost_count.py):
+# tent_transport_overhead's cases counted by callgrind (benchmark/tools/cost_count.py):
 # exact per build, unlike the times above. --quick counts the transport's
 # budget cases only (benchmark/cost_budget.json; tent_cost_budget_test holds
 # them in the USE_MPCOMM=OFF build).
@@ -334,7 +334,7 @@ if command -v valgrind >/dev/null; then
   cmake --build "$BUILD_ON" -j"$JOBS" --target tent_cost_count
   COST_CASES=all
   [ $QUICK -eq 1 ] && COST_CASES=budget
-  python3 "$ROOT/scripts/cost_count.py" "$BUILD_ON" --cases=$COST_CASES \
+  python3 "$ROOT/benchmark/tools/cost_count.py" "$BUILD_ON" --cases=$COST_CASES \
     --json "$OUT/cost.json"
 else
   echo "valgrind is not installed (scripts/install_deps.sh installs it): no instruction counts"

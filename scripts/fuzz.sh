@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fuzzing pass: builds the libFuzzer targets in fuzz/ (clang,
+# The long fuzzing pass: builds the libFuzzer targets in tests/fuzz/ (clang,
 # TENT_FUZZ=ON) and runs each for FUZZ_RUNS executions over its committed
 # seed corpus (new inputs go to a scratch folder in the build tree); then
 # softmpcomm's wire-decoder fuzzer the same way when softmpcomm/fuzz/
@@ -25,7 +25,7 @@ run_one() {
   mkdir -p "$scratch" "$artifacts"
   step "fuzz $name: $FUZZ_RUNS runs"
   local dict=()
-  [ -f "$ROOT/fuzz/$name.dict" ] && dict=(-dict="$ROOT/fuzz/$name.dict")
+  [ -f "$ROOT/tests/fuzz/$name.dict" ] && dict=(-dict="$ROOT/tests/fuzz/$name.dict")
   "$bin" -runs="$FUZZ_RUNS" -print_final_stats=1 "${dict[@]}" \
     -artifact_prefix="$artifacts/$name-" "$scratch" "$corpus" >"$log" 2>&1 || {
     tail -40 "$log"
@@ -43,7 +43,7 @@ run_one() {
 
 build_fuzz
 for t in "${TARGETS[@]}"; do
-  run_one "$t" "$BUILD_FUZZ/fuzz/fuzz_$t" "$ROOT/fuzz/corpus/$t" \
+  run_one "$t" "$BUILD_FUZZ/fuzz/fuzz_$t" "$ROOT/tests/fuzz/corpus/$t" \
     "$BUILD_FUZZ/fuzz/found/$t" "$BUILD_FUZZ/fuzz/artifacts"
 done
 

@@ -6,7 +6,7 @@
 #   2. softmpcomm's own suite, then USE_MPCOMM=ON against the softmpcomm
 #      prefix (boundary + functional suites, DT_NEEDED checks) and a short
 #      tebench smoke over mpcomm with --check_consistency=true, and the
-#      wheel test (tests/scripts/wheel_test.py);
+#      wheel test (tests/wheel/wheel_test.py);
 #   3. where a CUDA toolkit is found, USE_CUDA=ON against softmpcomm in a
 #      build dir of its own: the library, tebench and the suites whose code
 #      differs under USE_CUDA (device tests skip without a GPU); elsewhere
@@ -75,7 +75,7 @@ TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1 \
   ctest --test-dir "$BUILD_ON" --output-on-failure -j"$JOBS"
 
 step "wheel: build_wheel.sh from the ON build, installed into a fresh venv"
-BUILD_DIR="$BUILD_ON" MPCOMM_ROOT="$SOFT_PREFIX" python3 "$ROOT/tests/scripts/wheel_test.py"
+BUILD_DIR="$BUILD_ON" MPCOMM_ROOT="$SOFT_PREFIX" python3 "$ROOT/tests/wheel/wheel_test.py"
 
 if cuda_toolkit_root >/dev/null; then
   build_softmpcomm_cuda

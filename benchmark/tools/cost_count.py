@@ -151,7 +151,7 @@ def table(rows, budget=None):
 def as_json(rows, tolerance, build):
     return {
         "what": "instructions per request under callgrind "
-                "(scripts/cost_count.py); they depend on the compiler and "
+                "(benchmark/tools/cost_count.py); they depend on the compiler and "
                 "its flags: compare counts of the same build only",
         "build": build,
         "tolerance": tolerance,
@@ -254,7 +254,7 @@ def main():
               f"{(ir / limit - 1) * 100:+.1f}%)")
     if over:
         print("If the growth is intended, rewrite the budget from this "
-              "build: scripts/cost_count.py BUILD --cases budget --json "
+              "build: benchmark/tools/cost_count.py BUILD --cases budget --json "
               f"{args.check}")
         return 1
     print(f"every case within +{tolerance:.0%} of {args.check}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of scripts/bench_report.py: how tebench files of several
+"""Unit tests of benchmark/tools/bench_report.py: how tebench files of several
 rounds are read, which round a row keeps, the self-agreement figures, and
 the goal lines (named by what they compare). Run by ctest as
 tent_bench_report_test."""
@@ -10,7 +10,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "scripts"))
+                                "..", "..", "benchmark", "tools"))
 import bench_report  # noqa: E402
 
 

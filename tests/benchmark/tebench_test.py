@@ -150,7 +150,7 @@ class TebenchTest(unittest.TestCase):
         # scripts/tebench_pair.sh checks TEBENCH_PAIR_PORT before it starts
         # anything, so a bad value starts no tebench.
         pair = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                            "..", "scripts", "tebench_pair.sh")
+                            "..", "..", "scripts", "tebench_pair.sh")
         for port in ["abc", "0", "65535", "-1", "1x"]:
             with self.subTest(port=port):
                 proc = subprocess.run(
