@@ -37,6 +37,16 @@ void TransferEngineImpl::noteSubmitted(EngineBatch::TaskRef& ref) {
     ref.start_us = metricsNowUs();
 }
 
+// A transport refused `list` at submitTransferTasks: one failed attempt per
+// request under that transport (latency 0: nothing ran).
+void TransferEngineImpl::noteRefused(Transport* transport,
+                                     const std::vector<Request>& list) {
+    const TransportType type = typeOf(transport);
+    for (const Request& request : list) {
+        metrics_->recordAttempt(opOf(request), type, 0, false);
+    }
+}
+
 // Called by every status read of a task that runs on `transport` (null:
 // nowhere). A failed attempt is counted once per route (a failover gives
 // the task a new route, so a new attempt); the first final read counts the
