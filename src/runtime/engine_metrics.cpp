@@ -56,16 +56,14 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
                                     const FailoverRoute* route,
                                     bool attempt_failed,
                                     TransferStatusEnum status) {
-    const metrics::Op op = opOf(ref.request);
-    const TransportType type = transport ? typeOf(transport) : UNSPEC;
-    const uint64_t now = steadyUs();
-    const uint64_t elapsed = now - ref.start_us;
+    // Polls that see PENDING are the common case: they read no clock.
     if (attempt_failed && transport != nullptr) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
         if (seen != attempt && ref.failure_noted.compare_exchange_strong(
                                    seen, attempt, std::memory_order_relaxed)) {
-            metrics_->recordAttempt(op, type, elapsed, false);
+            metrics_->recordAttempt(opOf(ref.request), typeOf(transport),
+                                    steadyUs() - ref.start_us, false);
         }
     }
     if (status == PENDING || status == INITIAL ||
@@ -73,6 +71,10 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
         ref.counted.exchange(true, std::memory_order_relaxed)) {
         return;
     }
+    const metrics::Op op = opOf(ref.request);
+    const TransportType type = transport ? typeOf(transport) : UNSPEC;
+    const uint64_t now = steadyUs();
+    const uint64_t elapsed = now - ref.start_us;
     const bool ok = status == COMPLETED;
     if (ok) {
         metrics_->recordAttempt(op, type, elapsed, true);
