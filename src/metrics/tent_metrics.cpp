@@ -124,11 +124,6 @@ void writeHistogram(std::ostringstream& os, const std::string& name,
 TentMetrics::TentMetrics() : impl_(std::make_unique<Impl>()) {}
 TentMetrics::~TentMetrics() = default;
 
-TentMetrics& TentMetrics::instance() {
-    static TentMetrics* metrics = new TentMetrics();  // outlives exit
-    return *metrics;
-}
-
 void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
                                 uint64_t latency_us, bool ok) {
     int o = static_cast<int>(op), s = slot(t);

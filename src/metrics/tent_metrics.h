@@ -23,9 +23,8 @@ class TentMetrics {
  public:
     TentMetrics();
     ~TentMetrics();
-    // The process-wide set (upstream's shape): what the engine records
-    // into and what a scrape renders.
-    static TentMetrics& instance();
+    // One set per engine (TransferEngineImpl owns it); its /metrics
+    // endpoint renders it. There is no process-wide set.
 
     // Request metrics: one per request, under its final transport.
     void recordRequest(Op op, TransportType t, uint64_t bytes,

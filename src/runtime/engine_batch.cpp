@@ -395,6 +395,7 @@ Status TransferEngineImpl::submitInternal(
             ref.sub_task = static_cast<int>(sub_base + k);
             ref.accepted_us = accepted_us;
         }
+        if (!s.ok() && metrics_) noteRefused(transport, *list);
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
                          << loaded.entry->name << " rejected " << list->size()

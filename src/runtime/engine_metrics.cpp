@@ -37,6 +37,16 @@ void TransferEngineImpl::noteSubmitted(EngineBatch::TaskRef& ref) {
     ref.start_us = metricsNowUs();
 }
 
+// A transport refused `list` at submitTransferTasks: one failed attempt per
+// request under that transport (latency 0: nothing ran).
+void TransferEngineImpl::noteRefused(Transport* transport,
+                                     const std::vector<Request>& list) {
+    const TransportType type = typeOf(transport);
+    for (const Request& request : list) {
+        metrics_->recordAttempt(opOf(request), type, 0, false);
+    }
+}
+
 // Called by every status read of a task that runs on `transport` (null:
 // nowhere). A failed attempt is counted once per route (a failover gives
 // the task a new route, so a new attempt); the first final read counts the
@@ -46,16 +56,14 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
                                     const FailoverRoute* route,
                                     bool attempt_failed,
                                     TransferStatusEnum status) {
-    const metrics::Op op = opOf(ref.request);
-    const TransportType type = transport ? typeOf(transport) : UNSPEC;
-    const uint64_t now = steadyUs();
-    const uint64_t elapsed = now - ref.start_us;
+    // Polls that see PENDING are the common case: they read no clock.
     if (attempt_failed && transport != nullptr) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
         if (seen != attempt && ref.failure_noted.compare_exchange_strong(
                                    seen, attempt, std::memory_order_relaxed)) {
-            metrics_->recordAttempt(op, type, elapsed, false);
+            metrics_->recordAttempt(opOf(ref.request), typeOf(transport),
+                                    steadyUs() - ref.start_us, false);
         }
     }
     if (status == PENDING || status == INITIAL ||
@@ -63,6 +71,10 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
         ref.counted.exchange(true, std::memory_order_relaxed)) {
         return;
     }
+    const metrics::Op op = opOf(ref.request);
+    const TransportType type = transport ? typeOf(transport) : UNSPEC;
+    const uint64_t now = steadyUs();
+    const uint64_t elapsed = now - ref.start_us;
     const bool ok = status == COMPLETED;
     if (ok) {
         metrics_->recordAttempt(op, type, elapsed, true);

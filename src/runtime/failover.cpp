@@ -193,7 +193,6 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                   << transportTypeName(next) << " (attempt " << attempts << "/"
                   << max << ")";
         failover_counters_.record(prev, next);
-        metrics::TentMetrics::instance().recordFailover(prev, next);
         if (metrics_) metrics_->recordFailover(prev, next);  // served
         auto route = std::make_unique<FailoverRoute>();
         route->transport = transportOf(next);

@@ -238,6 +238,7 @@ class TransferEngineImpl {
     std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
     Status startMetrics();
     void noteSubmitted(EngineBatch::TaskRef& ref);
+    void noteRefused(Transport* transport, const std::vector<Request>& list);
     static uint64_t metricsNowUs();
     void noteStatus(EngineBatch::TaskRef& ref, Transport* transport,
                     const FailoverRoute* route, bool attempt_failed,

@@ -10,6 +10,7 @@
 // or the target process is SIGKILLed, so every path is down.
 // Skips without the provider unless TENT_MPCOMM_TEST_REQUIRE_PROVIDER=1.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,7 +26,6 @@
 #include "kit/scoped_env.h"
 #include "kit/two_process_fixture.h"
 #include "kit/wait_until.h"
-#include "metrics/tent_metrics.h"
 
 namespace mooncake::tent {
 namespace {
@@ -47,16 +47,19 @@ constexpr int kMarginMs = 1500;
 
 const char kMovedLine[] = "Transport failover: mpcomm -> tcp (attempt 1/3)";
 
-// tent_transport_failover_total{from="mpcomm",to="tcp"} in the
-// process-wide metrics set (0 when the series is absent).
-uint64_t failoverMetric() {
-    const std::string text =
-        metrics::TentMetrics::instance().renderPrometheus();
+// tent_transport_failover_total{from="mpcomm",to="tcp"} as the engine's
+// own /metrics endpoint on `port` serves it (0 when the series is absent).
+uint64_t failoverMetric(int port) {
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(5, 0);
+    auto r = client.Get("/metrics");
+    EXPECT_TRUE(r) << "no /metrics answer on port " << port;
+    if (!r) return 0;
     std::smatch m;
     static const std::regex series(
         "tent_transport_failover_total\\{from=\"mpcomm\",to=\"tcp\"\\} "
         "([0-9]+)");
-    return std::regex_search(text, m, series) ? std::stoull(m[1]) : 0;
+    return std::regex_search(r->body, m, series) ? std::stoull(m[1]) : 0;
 }
 
 class FailoverProviderTest : public testing::TwoProcessTest {
@@ -76,10 +79,25 @@ class FailoverProviderTest : public testing::TwoProcessTest {
         conf->set("transports/mpcomm/connect_timeout_ms", kConnectTimeoutMs);
         conf->set("transports/tcp/timeout_ms", kTcpTimeoutMs);
         conf->set("rpc/timeout_ms", kRpcTimeoutMs);
-        ASSERT_NO_FATAL_FAILURE(startInitiatorWithConfig(conf));
-        if (IsSkipped()) return;
+        // The failover metric is read from the engine's own endpoint.
+        conf->set("metrics/enabled", true);
+        conf->set("metrics/http_host", std::string("127.0.0.1"));
+        conf->set("metrics/http_port", 0);
+        conf->set("metrics/report_interval_seconds", 0);
+        {
+            LogCapture log;
+            ASSERT_NO_FATAL_FAILURE(startInitiatorWithConfig(conf));
+            if (IsSkipped()) return;
+            const std::string prefix =
+                "Metrics HTTP server listening on 127.0.0.1:";
+            for (const auto& line : log.lines()) {
+                if (line.rfind(prefix, 0) == 0)
+                    metrics_port_ = std::stoi(line.substr(prefix.size()));
+            }
+        }
+        ASSERT_NE(metrics_port_, 0);
         ASSERT_TRUE(testing::hasTransport(*engine_, TCP));
-        metric_before_ = failoverMetric();
+        metric_before_ = failoverMetric(metrics_port_);
     }
 
     // kTasks READs (or WRITEs) of kChunk each, hinted to mpcomm.
@@ -123,10 +141,11 @@ class FailoverProviderTest : public testing::TwoProcessTest {
         EXPECT_EQ(logs.count(kMovedLine), int(n));
         EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), n);
         EXPECT_EQ(engine_->getFailoverCount(), n);
-        EXPECT_EQ(failoverMetric() - metric_before_, n);
+        EXPECT_EQ(failoverMetric(metrics_port_) - metric_before_, n);
     }
 
     uint64_t metric_before_ = 0;
+    int metrics_port_ = 0;
 };
 
 // (a) The listener dies under a working pair: the first batches move over
@@ -147,7 +166,7 @@ TEST_F(FailoverProviderTest, ListenerClosedAfterUseFailsOverToTcp) {
     ASSERT_NO_FATAL_FAILURE(expectWritesComplete(41));
     EXPECT_EQ(logs.count(kMovedLine), int(2 * kTasks));
     EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), 2 * kTasks);
-    EXPECT_EQ(failoverMetric() - metric_before_, 2 * kTasks);
+    EXPECT_EQ(failoverMetric(metrics_port_) - metric_before_, 2 * kTasks);
 }
 
 // (b) The published endpoint refuses every handshake: reads and writes
@@ -192,7 +211,7 @@ TEST_F(FailoverProviderTest, ZeroAttemptsFailsAsWithoutFailover) {
     EXPECT_TRUE(logs.linesStartingWith("Transport failover:").empty());
     EXPECT_TRUE(logs.linesStartingWith("Task failover limit").empty());
     EXPECT_EQ(engine_->getFailoverCount(), 0u);
-    EXPECT_EQ(failoverMetric(), metric_before_);
+    EXPECT_EQ(failoverMetric(metrics_port_), metric_before_);
 }
 
 // The target process dies (SIGKILL): every task fails within the bound
