@@ -1,5 +1,5 @@
 // tent_cost_count: one case of tent_transport_overhead, run for callgrind
-// so that scripts/cost_count.sh can count the instructions each request
+// so that benchmark/tools/cost_count.py can count the instructions each request
 // costs. Instruction counts do not move with the host's load as times do,
 // so they can be held to a budget (tent_cost_budget_test).
 //
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     FLAGS_minloglevel = google::GLOG_WARNING;
     gflags::SetUsageMessage(
         "one overhead case, counted under callgrind; see "
-        "scripts/cost_count.sh");
+        "benchmark/tools/cost_count.py");
     gflags::ParseCommandLineFlags(&argc, &argv, true);
     google::InitGoogleLogging(argv[0]);
     if (!inRange("buffers", FLAGS_buffers, 1, 4096) ||
