@@ -11,6 +11,7 @@
 
 #include "kit/faulty_mpcomm_adapter.h"
 #include "kit/log_capture.h"
+#include "kit/metrics_port.h"
 #include "kit/two_process_fixture.h"
 #include "tent/runtime/transport.h"
 #include "tent/transport/mpcomm/mpcomm_transport.h"
@@ -58,12 +59,7 @@ TEST_F(MetricsFailoverTest, RecoveredRequestsCountOnceUnderTcp) {
     }
     for (const auto& st : run(reads)) ASSERT_EQ(st.s, COMPLETED);
 
-    const std::string prefix = "Metrics HTTP server listening on 127.0.0.1:";
-    int port = 0;
-    for (const auto& line : log.lines()) {
-        if (line.rfind(prefix, 0) == 0)
-            port = std::stoi(line.substr(prefix.size()));
-    }
+    const int port = testing::metricsPortIn(log);
     ASSERT_NE(port, 0);
     httplib::Client client("127.0.0.1", port);
     client.set_read_timeout(5, 0);

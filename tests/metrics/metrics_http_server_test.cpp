@@ -8,9 +8,9 @@
 #include <httplib.h>
 #include <json/json.h>
 
-#include <regex>
 
 #include "kit/log_capture.h"
+#include "kit/metrics_port.h"
 #include "kit/scoped_env.h"
 #include "kit/two_process_fixture.h"
 #include "kit/wait_until.h"
@@ -98,17 +98,6 @@ TEST(MetricsConfigTest, BadValuesAreRefusedByName) {
     }
 }
 
-// The port a "Metrics HTTP server listening on host:port" line names.
-int listenedPort(LogCapture& log) {
-    static const std::regex re(
-        "Metrics HTTP server listening on 127\\.0\\.0\\.1:([0-9]+)");
-    for (const auto& line : log.lines()) {
-        std::smatch m;
-        if (std::regex_search(line, m, re)) return std::stoi(m[1]);
-    }
-    return 0;
-}
-
 TEST(MetricsHttpServerTest, ServesTheFourEndpoints) {
     TentMetrics registry;
     registry.recordRequest(Op::kRead, TCP, 4096, 250, true);
@@ -122,7 +111,7 @@ TEST(MetricsHttpServerTest, ServesTheFourEndpoints) {
     MetricsHttpServer server(registry, config);
     ASSERT_TRUE(server.start().ok());
     ASSERT_NE(server.port(), 0);
-    EXPECT_EQ(listenedPort(log), server.port());
+    EXPECT_EQ(metricsPortIn(log), server.port());
 
     httplib::Client client("127.0.0.1", server.port());
     client.set_read_timeout(5, 0);
@@ -228,7 +217,7 @@ TEST_F(MetricsEnginePairTest, CountsWhatAPairMoved) {
     LogCapture log;
     ASSERT_NO_FATAL_FAILURE(startInitiatorWithConfig(conf));
     if (IsSkipped()) return;
-    const int port = listenedPort(log);
+    const int port = metricsPortIn(log);
     ASSERT_NE(port, 0);
 
     constexpr size_t kChunk = 64 << 10;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kit/log_capture.h"
+#include "kit/metrics_port.h"
 #include "tent/runtime/transport.h"
 #include "tent/transfer_engine.h"
 
@@ -86,13 +87,7 @@ TEST(MetricsRefusalTest, RefusedSubmissionsAreFailedAttempts) {
         }
         EXPECT_TRUE(engine.freeBatch(id).ok());
 
-        const std::string prefix =
-            "Metrics HTTP server listening on 127.0.0.1:";
-        int port = 0;
-        for (const auto& line : log.lines()) {
-            if (line.rfind(prefix, 0) == 0)
-                port = std::stoi(line.substr(prefix.size()));
-        }
+        const int port = testing::metricsPortIn(log);
         ASSERT_NE(port, 0);
         httplib::Client client("127.0.0.1", port);
         client.set_read_timeout(5, 0);

@@ -23,6 +23,7 @@
 
 #include "kit/batch_wait.h"
 #include "kit/log_capture.h"
+#include "kit/metrics_port.h"
 #include "kit/scoped_env.h"
 #include "kit/two_process_fixture.h"
 #include "kit/wait_until.h"
@@ -88,12 +89,7 @@ class FailoverProviderTest : public testing::TwoProcessTest {
             LogCapture log;
             ASSERT_NO_FATAL_FAILURE(startInitiatorWithConfig(conf));
             if (IsSkipped()) return;
-            const std::string prefix =
-                "Metrics HTTP server listening on 127.0.0.1:";
-            for (const auto& line : log.lines()) {
-                if (line.rfind(prefix, 0) == 0)
-                    metrics_port_ = std::stoi(line.substr(prefix.size()));
-            }
+            metrics_port_ = testing::metricsPortIn(log);
         }
         ASSERT_NE(metrics_port_, 0);
         ASSERT_TRUE(testing::hasTransport(*engine_, TCP));
