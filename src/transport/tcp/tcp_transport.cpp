@@ -16,6 +16,7 @@
 #include "tent/runtime/platform.h"
 #include "transport/sub_batch_ops.h"
 #include "transport/tcp/tcp_buffers.h"
+#include "transport/tcp/tcp_lanes.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
@@ -54,6 +55,9 @@ constexpr int kMinSliceBytes = 64 * 1024;
 // transports/tcp/staging_slice_bytes: the same floor; the pool holds at
 // least one slice and at most 64 GiB.
 constexpr int64_t kMaxStagingPoolBytes = 64ll << 30;
+// transports/tcp/lanes_per_peer: more lanes than this to one peer only
+// costs sockets; the workers (at most 256) are spread over peers anyway.
+constexpr int kMaxLanesPerPeer = 64;
 
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
@@ -62,6 +66,9 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     CHECK_STATUS(checkPositive("transports/tcp/timeout_ms", timeout_ms));
     int workers = conf->get("transports/tcp/workers", out.workers);
     CHECK_STATUS(checkInRange("transports/tcp/workers", workers, 1, 256));
+    int lanes = conf->get("transports/tcp/lanes_per_peer", out.lanes_per_peer);
+    CHECK_STATUS(checkInRange("transports/tcp/lanes_per_peer", lanes, 1,
+                              kMaxLanesPerPeer));
     int wait_ms =
         conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
     CHECK_STATUS(checkPositive("transports/tcp/unregister_wait_ms", wait_ms));
@@ -98,6 +105,7 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     out.staging_pool_bytes = staging_pool;
     out.timeout_ms = timeout_ms;
     out.workers = workers;
+    out.lanes_per_peer = lanes;
     out.min_slice_bytes = slice;
     out.unregister_wait_ms = wait_ms;
     out.unregister_timeout_ms = leave_ms;
@@ -143,6 +151,7 @@ Status TcpTransport::install(std::string& local_segment_name,
     CHECK_STATUS(readSettings(conf, settings_));
     net::ServerLimits limits;
     CHECK_STATUS(readLimits(conf, limits));
+    settings_.lane_idle_ms = limits.idle_timeout_ms;
     limits.send_buffer_bytes = settings_.send_buffer_bytes;
     if (conf) CHECK_STATUS(net::readAuthToken(*conf, settings_.auth_token));
     limits.auth_token = settings_.auth_token;
@@ -186,15 +195,21 @@ Status TcpTransport::install(std::string& local_segment_name,
     caps = Capabilities();
     caps.dram_to_dram = true;
     caps.dram_to_gpu = caps.gpu_to_dram = caps.gpu_to_gpu = stager_ != nullptr;
+    lanes_ = std::make_unique<TcpLanePool>(
+        settings_.lanes_per_peer, settings_.lane_idle_ms, [this](int lane) {
+            untrackSocket(lane);
+            ::close(lane);
+        });
     running_.store(true);
     for (int i = 0; i < settings_.workers; ++i) {
         workers_.emplace_back(&TcpTransport::workerLoop, this);
     }
     LOG(INFO) << "TcpTransport: listening on " << endpoint_ << " ("
-              << settings_.workers << " workers, timeout "
-              << settings_.timeout_ms << " ms, send buffer "
-              << settings_.send_buffer_bytes << " bytes, slices of at least "
-              << settings_.min_slice_bytes << " bytes"
+              << settings_.workers << " workers, " << settings_.lanes_per_peer
+              << " lanes per peer, timeout " << settings_.timeout_ms
+              << " ms, send buffer " << settings_.send_buffer_bytes
+              << " bytes, slices of at least " << settings_.min_slice_bytes
+              << " bytes"
               << (stager_ ? ", device memory staged through at most " +
                                 std::to_string(settings_.staging_pool_bytes) +
                                 " bytes in slices of " +
@@ -215,6 +230,8 @@ Status TcpTransport::uninstall() {
         std::lock_guard<std::mutex> lock(conn_mu_);
         for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
     }
+    // Workers waiting for a lane leave too.
+    lanes_->shutdown();
     {
         // Taking the lock orders the flag against a worker that checked
         // it and is about to wait, so the notify below cannot be lost.
@@ -223,6 +240,9 @@ Status TcpTransport::uninstall() {
     queue_cv_.notify_all();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
+    // No worker holds a lane any more: every one left is idle.
+    lanes_->closeAll();
+    lanes_.reset();
     failQueued();
     // Every user of the stager (server connections, workers) is gone.
     stager_.reset();
@@ -291,6 +311,14 @@ Status TcpTransport::removeMemoryBuffer(BufferDesc& desc) {
 
 size_t TcpTransport::activeAccesses() const {
     return buffers_->activeAccesses();
+}
+
+TcpTransport::LaneStats TcpTransport::laneStats() const {
+    LaneStats out;
+    if (!lanes_) return out;
+    out.open = lanes_->open();
+    out.peak_per_peer = lanes_->peak();
+    return out;
 }
 
 TcpTransport::StagingStats TcpTransport::stagingStats() const {

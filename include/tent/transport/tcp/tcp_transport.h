@@ -9,8 +9,11 @@
 // with an error reply and no memory is touched.
 //
 // Initiator side: submitted tasks go to a queue drained by a small worker
-// pool; each worker keeps one connection per peer endpoint, so up to
-// `transports/tcp/workers` frames are in flight. A worker claims a request
+// pool. The workers share persistent connections ("lanes"), at most
+// `transports/tcp/lanes_per_peer` per peer endpoint (tcp_lanes.h): a worker
+// borrows one for a slice and gives it back, so up to `transports/tcp/workers`
+// frames are in flight, at most lanes_per_peer of them to one peer. A worker
+// claims a request
 // whole (in frames of up to 16 MiB); when other workers are idle and no
 // other request waits, it claims only its share, in slices of at least
 // `transports/tcp/min_slice_bytes`, and leaves the rest to them. A task's
@@ -30,7 +33,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,6 +51,7 @@ namespace net {
 class StreamServer;
 }
 class TcpBufferTable;
+class TcpLanePool;
 
 class TcpTransport : public Transport {
  public:
@@ -96,6 +99,13 @@ class TcpTransport : public Transport {
         uint64_t buffers = 0;
     };
     StagingStats stagingStats() const;
+    // Initiator lanes open now over all peers, and the most one peer had
+    // open at once since install (never above transports/tcp/lanes_per_peer).
+    struct LaneStats {
+        size_t open = 0;
+        int peak_per_peer = 0;
+    };
+    LaneStats laneStats() const;
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
@@ -103,6 +113,11 @@ class TcpTransport : public Transport {
     struct Settings {
         int timeout_ms = 5000;
         int workers = 4;
+        // Persistent connections per peer endpoint, shared by the workers.
+        int lanes_per_peer = 2;
+        // An initiator lane idle this long is closed (the target's
+        // transports/tcp/idle_timeout_ms, read by the same key).
+        int lane_idle_ms = 60000;
         // How long removeMemoryBuffer() waits for peer accesses in flight
         // on that buffer before it closes their connections.
         int unregister_wait_ms = 1000;
@@ -136,8 +151,7 @@ class TcpTransport : public Transport {
     void workerLoop();
     // Moves [offset, offset + length) of the task's request and settles
     // that slice.
-    void runSlice(Task& task, uint64_t offset, uint64_t length,
-                  std::map<std::string, int>& connections);
+    void runSlice(Task& task, uint64_t offset, uint64_t length);
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
@@ -159,6 +173,9 @@ class TcpTransport : public Transport {
     std::shared_ptr<Platform> platform_;
     std::unique_ptr<TcpStager> stager_;
     std::unique_ptr<net::StreamServer> server_;
+    // The workers' lanes; made by install(), emptied by uninstall() once
+    // the workers left.
+    std::unique_ptr<TcpLanePool> lanes_;
 
     std::mutex conn_mu_;
     // Every socket the workers dialled, so uninstall() can shut them down
