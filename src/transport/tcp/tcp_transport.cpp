@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/range_check.h"
 #include "net/auth_handshake.h"
@@ -15,6 +16,7 @@
 #include "tent/runtime/memory_location.h"
 #include "tent/runtime/platform.h"
 #include "transport/sub_batch_ops.h"
+#include "transport/tcp/tcp_admission.h"
 #include "transport/tcp/tcp_buffers.h"
 #include "transport/tcp/tcp_lanes.h"
 #include "transport/tcp/tcp_stager.h"
@@ -58,6 +60,10 @@ constexpr int64_t kMaxStagingPoolBytes = 64ll << 30;
 // transports/tcp/lanes_per_peer: more lanes than this to one peer only
 // costs sockets; the workers (at most 256) are spread over peers anyway.
 constexpr int kMaxLanesPerPeer = 64;
+// transports/tcp/max_inflight_tasks and max_inflight_bytes: the tops only
+// keep the counts far from overflowing.
+constexpr int64_t kMaxInflightTasks = 1ll << 30;
+constexpr int64_t kMaxInflightBytes = 1ll << 50;
 
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
@@ -101,6 +107,16 @@ Status readSettings(const std::shared_ptr<Config>& conf,
         conf->get("transports/tcp/staging_pool_bytes", out.staging_pool_bytes);
     CHECK_STATUS(checkInRange("transports/tcp/staging_pool_bytes", staging_pool,
                               staging_slice, kMaxStagingPoolBytes));
+    int64_t max_tasks =
+        conf->get("transports/tcp/max_inflight_tasks", out.max_inflight_tasks);
+    CHECK_STATUS(checkInRange("transports/tcp/max_inflight_tasks", max_tasks, 1,
+                              kMaxInflightTasks));
+    int64_t max_bytes =
+        conf->get("transports/tcp/max_inflight_bytes", out.max_inflight_bytes);
+    CHECK_STATUS(checkInRange("transports/tcp/max_inflight_bytes", max_bytes, 1,
+                              kMaxInflightBytes));
+    out.max_inflight_tasks = max_tasks;
+    out.max_inflight_bytes = max_bytes;
     out.staging_slice_bytes = staging_slice;
     out.staging_pool_bytes = staging_pool;
     out.timeout_ms = timeout_ms;
@@ -351,9 +367,22 @@ Status TcpTransport::submitTransferTasks(
         std::lock_guard<std::mutex> lock(sub->mu);
         CHECK_STATUS(checkSubBatchRoom("tcp", sub->tasks.size(),
                                        request_list.size(), sub->capacity));
+        // All or nothing: a list that does not fit is refused whole, before
+        // any task exists, as a full sub-batch is.
+        uint64_t bytes = 0;
+        for (const Request& request : request_list) {
+            // Saturates: a list whose lengths wrap is simply too big.
+            bytes = request.length > UINT64_MAX - bytes
+                        ? UINT64_MAX
+                        : bytes + request.length;
+        }
+        CHECK_STATUS(TcpAdmission::admit(
+            request_list.size(), bytes,
+            {settings_.max_inflight_tasks, settings_.max_inflight_bytes}));
         for (const Request& request : request_list) {
             std::shared_ptr<Task> task = sub->nextTask();
             task->request = request;
+            task->admitted.store(true, std::memory_order_relaxed);
             sub->tasks.push_back(task);
             created.push_back(std::move(task));
         }

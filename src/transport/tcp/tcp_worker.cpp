@@ -95,9 +95,8 @@ void TcpTransport::workerLoop() {
             // A request goes to one peer, so at most lanes_per_peer of
             // its slices move at once: sharing it among more workers would
             // only have them wait for a lane.
-            const int idle_others =
-                std::min(settings_.workers - busy_workers_,
-                         settings_.lanes_per_peer - 1);
+            const int idle_others = std::min(settings_.workers - busy_workers_,
+                                             settings_.lanes_per_peer - 1);
             length = claimBytes(task->request.length - offset, idle_others,
                                 queue_.size() > 1, settings_.min_slice_bytes);
             task->next_offset += length;

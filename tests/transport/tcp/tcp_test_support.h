@@ -98,4 +98,15 @@ inline std::string tcpHeader(uint32_t magic, uint32_t op, uint64_t addr,
     return std::string(reinterpret_cast<char*>(b), sizeof(b));
 }
 
+// A reply header as the wire carries it: big-endian magic, code and
+// payload length.
+inline std::string tcpReply(uint32_t code, uint64_t len) {
+    unsigned char b[16];
+    const uint32_t magic = 0x54524550;  // "TREP"
+    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
+    for (int i = 0; i < 4; ++i) b[4 + i] = code >> (24 - 8 * i);
+    for (int i = 0; i < 8; ++i) b[8 + i] = len >> (56 - 8 * i);
+    return std::string(reinterpret_cast<char*>(b), sizeof(b));
+}
+
 }  // namespace mooncake::tent::testing

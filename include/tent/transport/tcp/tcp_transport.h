@@ -22,6 +22,13 @@
 // header, payload, reply) is bounded by `transports/tcp/timeout_ms`; a
 // dropped connection fails the task on it.
 //
+// Admission: every TcpTransport of the process shares two counts, tasks
+// submitted and not yet final and their bytes; a submission that would take
+// either past `transports/tcp/max_inflight_tasks` or
+// `transports/tcp/max_inflight_bytes` is refused whole with TooManyRequests
+// naming the key, the limit and the counts. A task gives its share back
+// once, when it becomes final (or, freed unfinished, when it is destroyed).
+//
 // Device memory (where the platform has any: USE_CUDA=ON, or a test
 // platform) moves through pinned host staging buffers at both ends, in
 // both directions, pipelined (tcp_stager.h); the pool is bounded by
@@ -118,6 +125,13 @@ class TcpTransport : public Transport {
         // An initiator lane idle this long is closed (the target's
         // transports/tcp/idle_timeout_ms, read by the same key).
         int lane_idle_ms = 60000;
+        // Admission (process-wide counts, every TcpTransport's tasks):
+        // a submission that would put more tasks, or more bytes, in flight
+        // than these is refused whole with TooManyRequests. The byte
+        // default leaves room for 16 requests of 64 MiB on each of 4
+        // threads.
+        int64_t max_inflight_tasks = 65536;
+        int64_t max_inflight_bytes = 4ll << 30;
         // How long removeMemoryBuffer() waits for peer accesses in flight
         // on that buffer before it closes their connections.
         int unregister_wait_ms = 1000;
