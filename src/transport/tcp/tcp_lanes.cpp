@@ -53,8 +53,8 @@ void TcpLanePool::closeAllOf(const std::vector<int>& fds) {
     for (int fd : fds) closer_(fd);
 }
 
-Status TcpLanePool::borrow(const std::string& endpoint, int wait_ms,
-                           Lane& lane) {
+Status TcpLanePool::borrow(const std::string& endpoint, int wait_ms, Lane& lane,
+                           int preferred) {
     std::vector<int> expired;
     Status result;
     {
@@ -72,9 +72,15 @@ Status TcpLanePool::borrow(const std::string& endpoint, int wait_ms,
                 break;
             }
             if (!peer.idle.empty()) {
-                lane.fd = peer.idle.back().first;
+                // Otherwise the most recently used: the idle list is short
+                // (at most lanes_per_peer), so the search is too.
+                size_t pick = peer.idle.size() - 1;
+                for (size_t i = 0; i < peer.idle.size(); ++i) {
+                    if (peer.idle[i].first == preferred) pick = i;
+                }
+                lane.fd = peer.idle[pick].first;
                 lane.pooled = true;
-                peer.idle.pop_back();
+                peer.idle.erase(peer.idle.begin() + pick);
                 break;
             }
             if (peer.open < lanes_per_peer_) {

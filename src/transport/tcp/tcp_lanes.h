@@ -45,10 +45,13 @@ class TcpLanePool {
         int fd = -1;
         bool pooled = false;
     };
-    // A lane to `endpoint`, waiting while all of its lanes are borrowed.
+    // A lane to `endpoint`, waiting while all of its lanes are borrowed;
+    // the idle lane `preferred` when it is one (the lane this worker used
+    // last: its socket's state is warm in this thread's cache and CPU).
     // Fails naming transports/tcp/lanes_per_peer when none came back for
     // `wait_ms`, and once shutdown() was called.
-    Status borrow(const std::string& endpoint, int wait_ms, Lane& lane);
+    Status borrow(const std::string& endpoint, int wait_ms, Lane& lane,
+                  int preferred = -1);
     // The dial borrow() granted failed: its place is free again.
     void dialFailed(const std::string& endpoint);
     // Returns a borrowed (or newly dialled) lane. A lane that is not

@@ -20,6 +20,10 @@ namespace {
 
 // Each step of a frame gets its own `timeout_ms`: the bound catches a dead
 // or hung peer, not a slow but moving transfer.
+// Peers a worker remembers its last lane of; past it the hints start over
+// (descriptors refreshed over time leave entries nobody looks up).
+constexpr size_t kMaxLaneHints = 64;
+
 net::Deadline stepDeadline(int timeout_ms) {
     return net::deadlineIn(timeout_ms);
 }
@@ -77,6 +81,11 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
 void TcpTransport::workerLoop() {
     pthread_setname_np(pthread_self(), "tent-tcp-worker");
     bool was_busy = false;
+    // The lane this worker used last, per peer endpoint (the descriptor's
+    // string, stable while the task holds it): borrowed again when idle,
+    // as each worker kept its own connection before lanes were shared. A
+    // stale entry only names a lane that is not idle for that peer.
+    LaneHints hints;
     for (;;) {
         std::shared_ptr<Task> task;
         uint64_t offset = 0, length = 0;
@@ -103,11 +112,12 @@ void TcpTransport::workerLoop() {
             if (task->next_offset >= task->request.length) queue_.pop_front();
         }
         was_busy = true;
-        runSlice(*task, offset, length);
+        runSlice(*task, offset, length, hints);
     }
 }
 
-void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length) {
+void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
+                            LaneHints& hints) {
     // Another slice of the task failed already: the task fails whatever
     // this one would do, so it does not touch the network.
     if (task.failed.load(std::memory_order_relaxed)) {
@@ -129,7 +139,9 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length) {
             break;
         }
         TcpLanePool::Lane lane;
-        s = lanes_->borrow(endpoint, settings_.timeout_ms, lane);
+        auto hint = hints.find(&endpoint);
+        s = lanes_->borrow(endpoint, settings_.timeout_ms, lane,
+                           hint == hints.end() ? -1 : hint->second);
         if (!s.ok()) break;
         if (lane.fd < 0) {
             int fd = -1;
@@ -161,6 +173,8 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length) {
                                 std::chrono::milliseconds(settings_.timeout_ms);
         // Out of step or dead: closed, and the next slice to this peer
         // dials afresh.
+        if (hints.size() >= kMaxLaneHints) hints.clear();
+        hints[&endpoint] = lane.fd;
         lanes_->giveBack(endpoint, lane.fd, connection_ok);
         const bool retry =
             !s.ok() && lane.pooled && !connection_ok && !waited_out;

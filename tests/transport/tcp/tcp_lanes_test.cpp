@@ -187,7 +187,7 @@ class TcpLanesTest : public ::testing::Test {
 };
 
 TEST(TcpLanesKey, LanesPerPeerIsCheckedAndNamedWhenBad) {
-    EXPECT_EQ(TcpTransport::Settings().lanes_per_peer, 2);
+    EXPECT_EQ(TcpTransport::Settings().lanes_per_peer, 4);
     testing::expectKeyRefused("transports/tcp/lanes_per_peer", {0, -1, 65},
                               "must be in [1, 64]");
 }

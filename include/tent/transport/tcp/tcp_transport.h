@@ -45,6 +45,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "tent/runtime/transport.h"
@@ -121,7 +122,10 @@ class TcpTransport : public Transport {
         int timeout_ms = 5000;
         int workers = 4;
         // Persistent connections per peer endpoint, shared by the workers.
-        int lanes_per_peer = 2;
+        // As many as the default workers: every frame to one peer waits a
+        // round trip on its lane, so fewer lanes than busy workers cut one
+        // peer's bandwidth (docs/performance.md, "Lanes per peer").
+        int lanes_per_peer = 4;
         // An initiator lane idle this long is closed (the target's
         // transports/tcp/idle_timeout_ms, read by the same key).
         int lane_idle_ms = 60000;
@@ -165,7 +169,10 @@ class TcpTransport : public Transport {
     void workerLoop();
     // Moves [offset, offset + length) of the task's request and settles
     // that slice.
-    void runSlice(Task& task, uint64_t offset, uint64_t length);
+    // Per worker: the lane it used last to each peer endpoint.
+    using LaneHints = std::unordered_map<const std::string*, int>;
+    void runSlice(Task& task, uint64_t offset, uint64_t length,
+                  LaneHints& hints);
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
