@@ -17,6 +17,7 @@ Status writeFrame(int fd, const std::string& payload, net::Deadline deadline) {
     // Nagle and delayed ACK and stall each request by tens of milliseconds.
     std::string frame;
     frame.reserve(kFrameHeaderBytes + payload.size());
+    frame.push_back(static_cast<char>(kRpcFrameVersion));
     frame.push_back(static_cast<char>(size >> 24));
     frame.push_back(static_cast<char>(size >> 16));
     frame.push_back(static_cast<char>(size >> 8));
@@ -31,8 +32,13 @@ Status writeFrame(int fd, const std::string& payload, int timeout_ms) {
 
 Status decodeFrameLength(const unsigned char* header, uint32_t max_size,
                          uint32_t& size) {
-    uint32_t n = (uint32_t(header[0]) << 24) | (uint32_t(header[1]) << 16) |
-                 (uint32_t(header[2]) << 8) | uint32_t(header[3]);
+    if (header[0] != kRpcFrameVersion) {
+        return Status::InvalidArgument(
+            "rpc frame version " + std::to_string(header[0]) +
+            ", expected version " + std::to_string(kRpcFrameVersion));
+    }
+    uint32_t n = (uint32_t(header[1]) << 24) | (uint32_t(header[2]) << 16) |
+                 (uint32_t(header[3]) << 8) | uint32_t(header[4]);
     if (n == 0) return Status::InvalidArgument("zero-length frame");
     if (n > max_size) {
         return Status::InvalidArgument("frame length " + std::to_string(n) +
@@ -54,9 +60,9 @@ Status readFrame(int fd, std::string& payload, net::Deadline deadline,
     if (!s.ok()) {
         if (closed && got == 0) return Status::OK();  // clean close
         if (closed) {
-            return Status::RpcServiceError("truncated frame header (" +
-                                           std::to_string(got) +
-                                           " of 4 bytes)");
+            return Status::RpcServiceError(
+                "truncated frame header (" + std::to_string(got) + " of " +
+                std::to_string(kFrameHeaderBytes) + " bytes)");
         }
         return s;
     }

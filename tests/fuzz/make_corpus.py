@@ -111,20 +111,30 @@ def segments():
          "machine_id": [], "buffers": [{"addr": "4096", "length": 1.5}]}))
 
 
-def frame(payload):
+RPC_VERSION = 1
+
+
+def header(length, version=RPC_VERSION):
+    return struct.pack(">BI", version, length)
+
+
+def frame(payload, version=RPC_VERSION):
     if isinstance(payload, str):
         payload = payload.encode()
-    return struct.pack(">I", len(payload)) + payload
+    return header(len(payload), version) + payload
 
 
 def rpc_frames():
     req = '{"op":"GetSegmentDesc"}'
     write("rpc_frame", "one_request", frame(req))
     write("rpc_frame", "two_requests", frame(req) + frame(req))
-    write("rpc_frame", "zero_length", struct.pack(">I", 0))
-    write("rpc_frame", "oversized", struct.pack(">I", 0xFFFFFFFF) + b"{")
-    write("rpc_frame", "truncated", struct.pack(">I", 100) + b'{"op":"Get')
-    write("rpc_frame", "half_header", b"\x00\x00")
+    write("rpc_frame", "zero_length", header(0))
+    write("rpc_frame", "oversized", header(0xFFFFFFFF) + b"{")
+    write("rpc_frame", "truncated", header(100) + b'{"op":"Get')
+    write("rpc_frame", "half_header", b"\x01\x00\x00")
+    write("rpc_frame", "other_version", frame(req, 9))
+    write("rpc_frame", "version_zero", frame(req, 0))
+    write("rpc_frame", "good_then_other_version", frame(req) + frame(req, 2))
     write("rpc_frame", "unknown_op", frame('{"op":"Bogus"}'))
     write("rpc_frame", "no_op", frame('{"opx":1}'))
     write("rpc_frame", "not_object", frame("[1]"))
@@ -140,11 +150,15 @@ def rpc_frames():
 def tcp_headers():
     req_magic, rep_magic = 0x54454E54, 0x54524550
 
-    def request(op, addr, length, magic=req_magic):
-        return struct.pack(">IIQQ", magic, op, addr, length)
+    version = 1
 
-    def reply(code, length, magic=rep_magic):
-        return struct.pack(">IIQ", magic, code, length)
+    # magic, version, op, two reserved zero bytes, addr, length
+    def request(op, addr, length, magic=req_magic, ver=version, reserved=0):
+        return struct.pack(">IBBHQQ", magic, ver, op, reserved, addr, length)
+
+    # magic, version, a reserved zero byte, code, length
+    def reply(code, length, magic=rep_magic, ver=version, reserved=0):
+        return struct.pack(">IBBHQ", magic, ver, reserved, code, length)
 
     write("tcp_wire", "write", request(2, 0x7F0000001000, 65536))
     write("tcp_wire", "read", request(1, 0x7F0000001000, 16 << 20))
@@ -155,6 +169,10 @@ def tcp_headers():
     write("tcp_wire", "reply_bad_range", reply(1, 0) + bytes(8))
     write("tcp_wire", "reply_huge", reply(0, 1 << 40) + bytes(8))
     write("tcp_wire", "short", b"TENT")
+    write("tcp_wire", "other_version", request(2, 0, 16, ver=9))
+    write("tcp_wire", "version_zero", request(2, 0, 16, ver=0))
+    write("tcp_wire", "reserved_set", request(2, 0, 16, reserved=1))
+    write("tcp_wire", "reply_other_version", reply(0, 16, ver=9) + bytes(8))
 
 
 def notification_records():

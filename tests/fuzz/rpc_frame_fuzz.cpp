@@ -1,8 +1,10 @@
 // The RPC server's request path: bytes arrive on a socket (a socketpair,
 // written whole and shut), are split into frames by readFrame() under the
-// server's request cap, and each frame goes through parseRequest() as on a
-// connection thread. Nothing may read past what arrived or allocate more
-// than the cap.
+// server's request cap (a frame of another version than kRpcFrameVersion
+// ends the stream, as it closes a connection), and each frame goes through
+// parseRequest() as on a connection thread. Nothing may read past what
+// arrived or allocate more than the cap, and every frame accepted began
+// with the version byte.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,11 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     ::shutdown(sv[1], SHUT_WR);
     const uint32_t cap = server().maxRequestBytes();
+    size_t offset = 0;  // where the next frame begins in `data`
     for (;;) {
         std::string payload;
         Status s = readFrame(sv[0], payload, 1000, cap);
         if (!s.ok() || payload.empty()) break;
         if (payload.size() > cap) std::abort();
+        if (data[offset] != kRpcFrameVersion) std::abort();
+        offset += kFrameHeaderBytes + payload.size();
         Json::Value request;
         RpcServer::Handler handler;
         if (!server().parseRequest(payload, request, handler).ok()) break;

@@ -1,6 +1,7 @@
 // tcp_wire::decode for request and reply headers: an accepted header has a
-// known magic and op and a length within the 16 MiB frame cap, and encodes
-// back to the same bytes.
+// known magic, this build's wire version, a known op and a length within
+// the 16 MiB frame cap, and encodes back to the same bytes (so its reserved
+// bytes were zero).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size >= kRequestHeaderBytes) {
         RequestHeader h;
         if (decode(data, h).ok()) {
-            if (h.magic != kRequestMagic || h.length > kMaxChunk ||
+            if (h.magic != kRequestMagic || h.version != kTcpWireVersion ||
+                data[4] != kTcpWireVersion || h.length > kMaxChunk ||
                 (h.op != kOpRead && h.op != kOpWrite)) {
                 std::abort();
             }
@@ -25,7 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size >= kReplyHeaderBytes) {
         ReplyHeader h;
         if (decode(data, h).ok()) {
-            if (h.magic != kReplyMagic || h.length > kMaxChunk) std::abort();
+            if (h.magic != kReplyMagic || h.version != kTcpWireVersion ||
+                data[4] != kTcpWireVersion || h.length > kMaxChunk) {
+                std::abort();
+            }
             unsigned char out[kReplyHeaderBytes];
             encode(h, out);
             if (std::memcmp(out, data, sizeof(out)) != 0) std::abort();

@@ -222,8 +222,9 @@ TEST_F(AuthHostileTest, TheTcpDataPortServesOnlyAfterTheHandshake) {
 
 TEST_F(AuthHostileTest, AHugeLengthPrefixWithoutTheHandshakeIsNeverParsed) {
     ASSERT_NO_FATAL_FAILURE(startGoodInitiator());
-    // An RPC frame announcing 4 GiB - 16 bytes, then some of its "payload".
-    std::string frame("\xff\xff\xff\xf0", 4);
+    // An RPC frame (version 1) announcing 4 GiB - 16 bytes, then some of
+    // its "payload".
+    std::string frame("\x01\xff\xff\xff\xf0", 5);
     frame += std::string(60, 'H');
 
     int fd = -1;

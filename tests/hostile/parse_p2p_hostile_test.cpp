@@ -161,7 +161,7 @@ TEST_F(ParseP2pHostileTest, HostileRepliesFailOpenSegmentByNameOnly) {
 
     // The probe's 1,000,000-buffer descriptor as a reply: 77 MB announced,
     // refused from the length prefix before anything is allocated.
-    s = openFake(frameOf("{").replace(0, 4, std::string("\x04\x96\xf0\x1c", 4)),
+    s = openFake(frameOf("{").replace(1, 4, std::string("\x04\x96\xf0\x1c", 4)),
                  /*raw=*/true);
     EXPECT_THAT(std::string(s.message()),
                 HasSubstr("frame length 77000732 exceeds the limit of "

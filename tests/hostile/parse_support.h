@@ -21,9 +21,10 @@ namespace mooncake::tent::testing {
 // The probe's nesting: 1,002 '[' (a 1,006-byte frame).
 constexpr size_t kProbeDepth = 1002;
 
-// A length prefix and `payload`: one frame as the RPC reads it.
+// The frame header (version 1, then the length) and `payload`: one frame
+// as the RPC reads it.
 inline std::string frameOf(const std::string& payload) {
-    std::string frame;
+    std::string frame(1, '\1');
     const uint32_t n = static_cast<uint32_t>(payload.size());
     frame.push_back(static_cast<char>(n >> 24));
     frame.push_back(static_cast<char>(n >> 16));

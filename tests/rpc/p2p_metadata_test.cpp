@@ -2,12 +2,14 @@
 #include <glog/logging.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kit/log_capture.h"
@@ -72,12 +74,14 @@ void sendRaw(int fd, const std::string& bytes) {
               static_cast<ssize_t>(bytes.size()));
 }
 
-std::string lengthPrefix(uint32_t n) {
-    std::string s(4, '\0');
-    s[0] = char(n >> 24);
-    s[1] = char(n >> 16);
-    s[2] = char(n >> 8);
-    s[3] = char(n);
+// A frame header written by hand: version 1, then the length.
+std::string lengthPrefix(uint32_t n, uint8_t version = 1) {
+    std::string s(5, '\0');
+    s[0] = char(version);
+    s[1] = char(n >> 24);
+    s[2] = char(n >> 16);
+    s[3] = char(n >> 8);
+    s[4] = char(n);
     return s;
 }
 
@@ -214,6 +218,53 @@ TEST(P2PMetadataTest, OversizedLengthPrefixIsRefused) {
                          "1024 bytes");
     ::close(fd);
     expectServing(peer);
+}
+
+TEST(P2PMetadataTest, AFrameOfAnotherVersionIsRefusedNamingBoth) {
+    Peer peer("v1:127.0.0.1:1");
+    testing::LogCapture warnings;
+    int fd = connectRaw(peer.service.port());
+    // A well-formed request in every other byte.
+    std::string body = R"({"op":"GetSegmentDesc"})";
+    sendRaw(fd, lengthPrefix(body.size(), 9) + body);
+    expectErrorThenClose(fd, "rpc frame version 9, expected version 1");
+    EXPECT_EQ(warnings.linesAt(google::GLOG_WARNING),
+              std::vector<std::string>{
+                  "RpcServer: bad request from " + localName(fd) +
+                  ": rpc frame version 9, expected version 1; closing the "
+                  "connection"});
+    ::close(fd);
+    expectServing(peer);
+}
+
+TEST(P2PMetadataTest, AReplyOfAnotherVersionIsRefusedNamingBoth) {
+    // A hand-written server: it reads the request and answers a good
+    // descriptor reply, but as a version 9 frame.
+    int listen_fd = -1;
+    uint16_t port = 0;
+    ASSERT_TRUE(net::listenOn(0, listen_fd, port).ok());
+    std::thread server([&] {
+        // Bounded, so a client that never connects fails the test.
+        struct pollfd pfd = {listen_fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&pfd, 1, kTimeoutMs), 1);
+        int fd = ::accept(listen_fd, nullptr, nullptr);
+        ASSERT_GE(fd, 0);
+        std::string request;
+        EXPECT_TRUE(readFrame(fd, request, kTimeoutMs, 1 << 20).ok());
+        std::string body = R"({"status":"ok","segment":{}})";
+        sendRaw(fd, lengthPrefix(body.size(), 9) + body);
+        ::close(fd);
+    });
+    P2PSegmentFetcher fetcher(kTimeoutMs);
+    SegmentDesc desc;
+    const std::string name = "127.0.0.1:" + std::to_string(port);
+    EXPECT_EQ(fetcher.fetch(name, desc),
+              Status::InvalidArgument(
+                  "cannot fetch segment " + name + " (timeout " +
+                  std::to_string(kTimeoutMs) +
+                  " ms): rpc frame version 9, expected version 1"));
+    server.join();
+    ::close(listen_fd);
 }
 
 TEST(P2PMetadataTest, ZeroLengthFrameIsRefused) {

@@ -24,9 +24,11 @@ constexpr int kIdleMs = 300;
 constexpr int kFrameMs = 300;
 constexpr int kMaxConnections = 32;
 
+// A frame header written by hand: version 1, then the length.
 std::string lengthPrefix(uint32_t n) {
-    std::string s(4, '\0');
-    for (int i = 0; i < 4; ++i) s[i] = static_cast<char>(n >> (24 - 8 * i));
+    std::string s(5, '\0');
+    s[0] = 1;
+    for (int i = 0; i < 4; ++i) s[1 + i] = static_cast<char>(n >> (24 - 8 * i));
     return s;
 }
 

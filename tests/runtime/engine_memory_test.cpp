@@ -146,7 +146,9 @@ class ManualTcpPeer {
     }
     // Answers a READ of `length` bytes, all `fill`.
     bool answerRead(size_t length, char fill) {
-        std::string reply = "TREP" + std::string(4, '\0');
+        // Magic, wire version 1, a zero byte, code 0 (two bytes).
+        std::string reply =
+            "TREP" + std::string(1, '\1') + std::string(3, '\0');
         for (int i = 7; i >= 0; --i) {
             reply.push_back(static_cast<char>(uint64_t(length) >> (8 * i)));
         }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tent/transport/tcp/tcp_transport.h"
+#include "transport/tcp/tcp_admission.h"
 #include "transport/tcp/tcp_wire.h"
 
 namespace mooncake::tent {
@@ -45,10 +46,26 @@ struct TcpTransport::Task {
     // settled without touching the network.
     std::atomic<bool> failed{false};
 
+    // Holds one task and its request's bytes of the process-wide
+    // admission counts (tcp_admission.h) from submission until finish().
+    // The exchange makes the release happen once, whichever final path
+    // (completed, failed, cancelled, failed by uninstall) gets there.
+    std::atomic<bool> admitted{false};
+
+    ~Task() { releaseAdmission(); }
+    void releaseAdmission() {
+        if (admitted.exchange(false, std::memory_order_relaxed)) {
+            TcpAdmission::release(1, request.length);
+        }
+    }
+
     static uint64_t units(uint64_t bytes, uint64_t request_length) {
         return request_length == 0 ? 1 : bytes;
     }
+    // Released before the state is published, so whoever sees the task
+    // final also sees its share of the admission counts given back.
     void finish(TransferStatusEnum s) {
+        releaseAdmission();
         state.store(s, std::memory_order_release);
     }
     // Settles `bytes` of the request; whoever settles the last of them

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/range_check.h"
 #include "net/auth_handshake.h"
@@ -15,7 +16,9 @@
 #include "tent/runtime/memory_location.h"
 #include "tent/runtime/platform.h"
 #include "transport/sub_batch_ops.h"
+#include "transport/tcp/tcp_admission.h"
 #include "transport/tcp/tcp_buffers.h"
+#include "transport/tcp/tcp_lanes.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
@@ -54,6 +57,13 @@ constexpr int kMinSliceBytes = 64 * 1024;
 // transports/tcp/staging_slice_bytes: the same floor; the pool holds at
 // least one slice and at most 64 GiB.
 constexpr int64_t kMaxStagingPoolBytes = 64ll << 30;
+// transports/tcp/lanes_per_peer: more lanes than this to one peer only
+// costs sockets; the workers (at most 256) are spread over peers anyway.
+constexpr int kMaxLanesPerPeer = 64;
+// transports/tcp/max_inflight_tasks and max_inflight_bytes: the tops only
+// keep the counts far from overflowing.
+constexpr int64_t kMaxInflightTasks = 1ll << 30;
+constexpr int64_t kMaxInflightBytes = 1ll << 50;
 
 Status readSettings(const std::shared_ptr<Config>& conf,
                     TcpTransport::Settings& out) {
@@ -62,6 +72,9 @@ Status readSettings(const std::shared_ptr<Config>& conf,
     CHECK_STATUS(checkPositive("transports/tcp/timeout_ms", timeout_ms));
     int workers = conf->get("transports/tcp/workers", out.workers);
     CHECK_STATUS(checkInRange("transports/tcp/workers", workers, 1, 256));
+    int lanes = conf->get("transports/tcp/lanes_per_peer", out.lanes_per_peer);
+    CHECK_STATUS(checkInRange("transports/tcp/lanes_per_peer", lanes, 1,
+                              kMaxLanesPerPeer));
     int wait_ms =
         conf->get("transports/tcp/unregister_wait_ms", out.unregister_wait_ms);
     CHECK_STATUS(checkPositive("transports/tcp/unregister_wait_ms", wait_ms));
@@ -94,10 +107,21 @@ Status readSettings(const std::shared_ptr<Config>& conf,
         conf->get("transports/tcp/staging_pool_bytes", out.staging_pool_bytes);
     CHECK_STATUS(checkInRange("transports/tcp/staging_pool_bytes", staging_pool,
                               staging_slice, kMaxStagingPoolBytes));
+    int64_t max_tasks =
+        conf->get("transports/tcp/max_inflight_tasks", out.max_inflight_tasks);
+    CHECK_STATUS(checkInRange("transports/tcp/max_inflight_tasks", max_tasks, 1,
+                              kMaxInflightTasks));
+    int64_t max_bytes =
+        conf->get("transports/tcp/max_inflight_bytes", out.max_inflight_bytes);
+    CHECK_STATUS(checkInRange("transports/tcp/max_inflight_bytes", max_bytes, 1,
+                              kMaxInflightBytes));
+    out.max_inflight_tasks = max_tasks;
+    out.max_inflight_bytes = max_bytes;
     out.staging_slice_bytes = staging_slice;
     out.staging_pool_bytes = staging_pool;
     out.timeout_ms = timeout_ms;
     out.workers = workers;
+    out.lanes_per_peer = lanes;
     out.min_slice_bytes = slice;
     out.unregister_wait_ms = wait_ms;
     out.unregister_timeout_ms = leave_ms;
@@ -143,6 +167,7 @@ Status TcpTransport::install(std::string& local_segment_name,
     CHECK_STATUS(readSettings(conf, settings_));
     net::ServerLimits limits;
     CHECK_STATUS(readLimits(conf, limits));
+    settings_.lane_idle_ms = limits.idle_timeout_ms;
     limits.send_buffer_bytes = settings_.send_buffer_bytes;
     if (conf) CHECK_STATUS(net::readAuthToken(*conf, settings_.auth_token));
     limits.auth_token = settings_.auth_token;
@@ -186,15 +211,21 @@ Status TcpTransport::install(std::string& local_segment_name,
     caps = Capabilities();
     caps.dram_to_dram = true;
     caps.dram_to_gpu = caps.gpu_to_dram = caps.gpu_to_gpu = stager_ != nullptr;
+    lanes_ = std::make_unique<TcpLanePool>(
+        settings_.lanes_per_peer, settings_.lane_idle_ms, [this](int lane) {
+            untrackSocket(lane);
+            ::close(lane);
+        });
     running_.store(true);
     for (int i = 0; i < settings_.workers; ++i) {
         workers_.emplace_back(&TcpTransport::workerLoop, this);
     }
     LOG(INFO) << "TcpTransport: listening on " << endpoint_ << " ("
-              << settings_.workers << " workers, timeout "
-              << settings_.timeout_ms << " ms, send buffer "
-              << settings_.send_buffer_bytes << " bytes, slices of at least "
-              << settings_.min_slice_bytes << " bytes"
+              << settings_.workers << " workers, " << settings_.lanes_per_peer
+              << " lanes per peer, timeout " << settings_.timeout_ms
+              << " ms, send buffer " << settings_.send_buffer_bytes
+              << " bytes, slices of at least " << settings_.min_slice_bytes
+              << " bytes"
               << (stager_ ? ", device memory staged through at most " +
                                 std::to_string(settings_.staging_pool_bytes) +
                                 " bytes in slices of " +
@@ -215,6 +246,8 @@ Status TcpTransport::uninstall() {
         std::lock_guard<std::mutex> lock(conn_mu_);
         for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
     }
+    // Workers waiting for a lane leave too.
+    lanes_->shutdown();
     {
         // Taking the lock orders the flag against a worker that checked
         // it and is about to wait, so the notify below cannot be lost.
@@ -223,6 +256,9 @@ Status TcpTransport::uninstall() {
     queue_cv_.notify_all();
     for (std::thread& t : workers_) t.join();
     workers_.clear();
+    // No worker holds a lane any more: every one left is idle.
+    lanes_->closeAll();
+    lanes_.reset();
     failQueued();
     // Every user of the stager (server connections, workers) is gone.
     stager_.reset();
@@ -293,6 +329,14 @@ size_t TcpTransport::activeAccesses() const {
     return buffers_->activeAccesses();
 }
 
+TcpTransport::LaneStats TcpTransport::laneStats() const {
+    LaneStats out;
+    if (!lanes_) return out;
+    out.open = lanes_->open();
+    out.peak_per_peer = lanes_->peak();
+    return out;
+}
+
 TcpTransport::StagingStats TcpTransport::stagingStats() const {
     StagingStats out;
     if (!stager_) return out;
@@ -323,9 +367,22 @@ Status TcpTransport::submitTransferTasks(
         std::lock_guard<std::mutex> lock(sub->mu);
         CHECK_STATUS(checkSubBatchRoom("tcp", sub->tasks.size(),
                                        request_list.size(), sub->capacity));
+        // All or nothing: a list that does not fit is refused whole, before
+        // any task exists, as a full sub-batch is.
+        uint64_t bytes = 0;
+        for (const Request& request : request_list) {
+            // Saturates: a list whose lengths wrap is simply too big.
+            bytes = request.length > UINT64_MAX - bytes
+                        ? UINT64_MAX
+                        : bytes + request.length;
+        }
+        CHECK_STATUS(TcpAdmission::admit(
+            request_list.size(), bytes,
+            {settings_.max_inflight_tasks, settings_.max_inflight_bytes}));
         for (const Request& request : request_list) {
             std::shared_ptr<Task> task = sub->nextTask();
             task->request = request;
+            task->admitted.store(true, std::memory_order_relaxed);
             sub->tasks.push_back(task);
             created.push_back(std::move(task));
         }

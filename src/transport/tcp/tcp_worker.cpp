@@ -9,6 +9,7 @@
 
 #include "net/auth_handshake.h"
 #include "net/socket_io.h"
+#include "transport/tcp/tcp_lanes.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
 #include "transport/tcp/tcp_wire.h"
@@ -19,6 +20,10 @@ namespace {
 
 // Each step of a frame gets its own `timeout_ms`: the bound catches a dead
 // or hung peer, not a slow but moving transfer.
+// Peers a worker remembers its last lane of; past it the hints start over
+// (descriptors refreshed over time leave entries nobody looks up).
+constexpr size_t kMaxLaneHints = 64;
+
 net::Deadline stepDeadline(int timeout_ms) {
     return net::deadlineIn(timeout_ms);
 }
@@ -75,10 +80,12 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
 
 void TcpTransport::workerLoop() {
     pthread_setname_np(pthread_self(), "tent-tcp-worker");
-    // endpoint -> connected socket; private to this worker, so a peer sees
-    // at most one connection per worker and frames never interleave.
-    std::map<std::string, int> connections;
     bool was_busy = false;
+    // The lane this worker used last, per peer endpoint (the descriptor's
+    // string, stable while the task holds it): borrowed again when idle,
+    // as each worker kept its own connection before lanes were shared. A
+    // stale entry only names a lane that is not idle for that peer.
+    LaneHints hints;
     for (;;) {
         std::shared_ptr<Task> task;
         uint64_t offset = 0, length = 0;
@@ -94,23 +101,23 @@ void TcpTransport::workerLoop() {
             ++busy_workers_;
             task = queue_.front();
             offset = task->next_offset;
-            length = claimBytes(task->request.length - offset,
-                                settings_.workers - busy_workers_,
+            // A request goes to one peer, so at most lanes_per_peer of
+            // its slices move at once: sharing it among more workers would
+            // only have them wait for a lane.
+            const int idle_others = std::min(settings_.workers - busy_workers_,
+                                             settings_.lanes_per_peer - 1);
+            length = claimBytes(task->request.length - offset, idle_others,
                                 queue_.size() > 1, settings_.min_slice_bytes);
             task->next_offset += length;
             if (task->next_offset >= task->request.length) queue_.pop_front();
         }
         was_busy = true;
-        runSlice(*task, offset, length, connections);
-    }
-    for (auto& entry : connections) {
-        untrackSocket(entry.second);
-        ::close(entry.second);
+        runSlice(*task, offset, length, hints);
     }
 }
 
 void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
-                            std::map<std::string, int>& connections) {
+                            LaneHints& hints) {
     // Another slice of the task failed already: the task fails whatever
     // this one would do, so it does not touch the network.
     if (task.failed.load(std::memory_order_relaxed)) {
@@ -118,24 +125,29 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
         return;
     }
     const Request& r = task.request;
+    const std::string& endpoint = *task.endpoint;
     Status s;
-    // A pooled connection may have gone stale (the peer restarted at the
-    // same endpoint since it was last used). When it fails, the slice is
-    // resent once on a fresh connection: resending rewrites or rereads the
-    // same bytes, so it is safe. An attempt that already waited out the
-    // timeout is not retried: a hung peer would only double the wait.
+    // A pooled lane may have gone stale (the peer restarted at the same
+    // endpoint since it was last used). When it fails, the slice is resent
+    // once on a fresh lane (the failure closed the peer's idle lanes, so
+    // the retry dials): resending rewrites or rereads the same bytes, so it
+    // is safe. An attempt that already waited out the timeout is not
+    // retried: a hung peer would only double the wait.
     for (int attempt = 0; attempt < 2; ++attempt) {
         if (!running_.load()) {
             s = Status::InternalError("tcp transport uninstalled");
             break;
         }
-        auto it = connections.find(*task.endpoint);
-        const bool pooled = it != connections.end();
-        if (!pooled) {
+        TcpLanePool::Lane lane;
+        auto hint = hints.find(&endpoint);
+        s = lanes_->borrow(endpoint, settings_.timeout_ms, lane,
+                           hint == hints.end() ? -1 : hint->second);
+        if (!s.ok()) break;
+        if (lane.fd < 0) {
             int fd = -1;
             std::string host;
             uint16_t port = 0;
-            s = net::parseHostPort(*task.endpoint, "tcp endpoint", host, port);
+            s = net::parseHostPort(endpoint, "tcp endpoint", host, port);
             if (s.ok()) {
                 s = net::connectWithToken(host, port, settings_.auth_token,
                                           stepDeadline(settings_.timeout_ms),
@@ -146,23 +158,26 @@ void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
                 ::close(fd);
                 s = Status::InternalError("tcp transport uninstalled");
             }
-            if (!s.ok()) break;
-            it = connections.emplace(*task.endpoint, fd).first;
+            if (!s.ok()) {
+                lanes_->dialFailed(endpoint);
+                break;
+            }
+            lane.fd = fd;
         }
         bool connection_ok = false;
         const auto started = std::chrono::steady_clock::now();
-        s = transfer(it->second, r, offset, length, settings_.timeout_ms,
+        s = transfer(lane.fd, r, offset, length, settings_.timeout_ms,
                      task.local_device ? stager_.get() : nullptr,
                      connection_ok);
         const bool waited_out = std::chrono::steady_clock::now() - started >=
                                 std::chrono::milliseconds(settings_.timeout_ms);
-        if (!connection_ok) {
-            // Out of step or dead: the next slice to this peer dials afresh.
-            untrackSocket(it->second);
-            ::close(it->second);
-            connections.erase(it);
-        }
-        const bool retry = !s.ok() && pooled && !connection_ok && !waited_out;
+        // Out of step or dead: closed, and the next slice to this peer
+        // dials afresh.
+        if (hints.size() >= kMaxLaneHints) hints.clear();
+        hints[&endpoint] = lane.fd;
+        lanes_->giveBack(endpoint, lane.fd, connection_ok);
+        const bool retry =
+            !s.ok() && lane.pooled && !connection_ok && !waited_out;
         if (!retry) break;
     }
     if (!s.ok()) {

@@ -204,6 +204,9 @@ class TcpSliceTest : public ::testing::Test {
             testing::DescriptorFetcher::fixedEndpoint(TCP, endpoint));
         auto conf = std::make_shared<Config>();
         conf->set("transports/tcp/workers", workers);
+        // A lane per worker, so every worker can have a slice in flight to
+        // the one peer.
+        conf->set("transports/tcp/lanes_per_peer", workers);
         conf->set("transports/tcp/min_slice_bytes", min_slice_bytes);
         conf->set("transports/tcp/timeout_ms", kBoundMs);
         ASSERT_TRUE(testing::installTcp(transport_, manager_, conf).ok());

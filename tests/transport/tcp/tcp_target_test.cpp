@@ -28,7 +28,9 @@ std::string header(uint32_t op, uint64_t addr, uint64_t len) {
     unsigned char b[24];
     const uint32_t magic = 0x54454e54;  // "TENT"
     for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
-    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
+    b[4] = 1;  // the wire version
+    b[5] = static_cast<unsigned char>(op);
+    b[6] = b[7] = 0;
     for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
     for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
     return std::string(reinterpret_cast<char*>(b), sizeof(b));

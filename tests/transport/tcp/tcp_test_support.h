@@ -86,15 +86,35 @@ inline TransferStatus waitWhilePending(Transport& transport,
     return st;
 }
 
-// A request header as the wire carries it: big-endian magic, op, address
-// and length.
+// The wire version of TCP frames the tests write and expect.
+constexpr uint8_t kTcpVersion = 1;
+
+// A request header as the wire carries it: big-endian magic, the version
+// byte, the op byte, two zero bytes, address and length.
 inline std::string tcpHeader(uint32_t magic, uint32_t op, uint64_t addr,
-                             uint64_t len) {
+                             uint64_t len, uint8_t version = kTcpVersion) {
     unsigned char b[24];
     for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
-    for (int i = 0; i < 4; ++i) b[4 + i] = op >> (24 - 8 * i);
+    b[4] = version;
+    b[5] = static_cast<unsigned char>(op);
+    b[6] = b[7] = 0;
     for (int i = 0; i < 8; ++i) b[8 + i] = addr >> (56 - 8 * i);
     for (int i = 0; i < 8; ++i) b[16 + i] = len >> (56 - 8 * i);
+    return std::string(reinterpret_cast<char*>(b), sizeof(b));
+}
+
+// A reply header as the wire carries it: big-endian magic, the version
+// byte, a zero byte, the two-byte code and the payload length.
+inline std::string tcpReply(uint32_t code, uint64_t len,
+                            uint8_t version = kTcpVersion) {
+    unsigned char b[16];
+    const uint32_t magic = 0x54524550;  // "TREP"
+    for (int i = 0; i < 4; ++i) b[i] = magic >> (24 - 8 * i);
+    b[4] = version;
+    b[5] = 0;
+    b[6] = static_cast<unsigned char>(code >> 8);
+    b[7] = static_cast<unsigned char>(code);
+    for (int i = 0; i < 8; ++i) b[8 + i] = len >> (56 - 8 * i);
     return std::string(reinterpret_cast<char*>(b), sizeof(b));
 }
 

@@ -170,7 +170,8 @@ TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
     std::string reply = readUpTo(fd, 16);
     ASSERT_EQ(reply.size(), 16u);
     EXPECT_EQ(reply.substr(0, 4), "TREP");
-    EXPECT_EQ(reply.substr(4), std::string(12, '\0'));  // code 0, length 0
+    // Version 1, code 0, length 0.
+    EXPECT_EQ(reply.substr(4), std::string(1, '\1') + std::string(11, '\0'));
     ::close(fd);
     EXPECT_EQ(std::string(reinterpret_cast<char*>(&mem[8]), 4), "abcd");
 }
@@ -230,7 +231,7 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
             std::string req = readUpTo(fd, 24 + 4);
             ASSERT_EQ(req.size(), 28u);
             payloads.push_back(req.substr(24));
-            std::string reply = "TREP" + std::string(12, '\0');
+            std::string reply = testing::tcpReply(0, 0);
             ASSERT_EQ(::send(fd, reply.data(), reply.size(), 0), 16);
             // Closing right after the reply leaves the initiator a pooled
             // connection that fails on its next use.
@@ -260,6 +261,76 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
     EXPECT_EQ(st.s, COMPLETED);
     peer.join();
     EXPECT_EQ(payloads, (std::vector<std::string>{"abcd", "wxyz"}));
+    ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
+}
+
+TEST_F(TcpTransportUnitTest, ARequestOfAnotherVersionIsClosedNamingBoth) {
+    install("", 1000);
+    std::vector<unsigned char> mem(64, 0);
+    BufferDesc desc;
+    desc.addr = reinterpret_cast<uint64_t>(mem.data());
+    desc.length = mem.size();
+    ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+    testing::LogCapture sink;
+    int fd = connectLoopback(transport_.listenPort());
+    // A well-formed WRITE in every other field.
+    std::string frame =
+        testing::tcpHeader(testing::kTcpMagic, testing::kTcpWrite, desc.addr, 4,
+                           /*version=*/9) +
+        "abcd";
+    ASSERT_EQ(::send(fd, frame.data(), frame.size(), 0),
+              static_cast<ssize_t>(frame.size()));
+    EXPECT_EQ(readUpTo(fd, 1), "") << "connection should be closed";
+    ::close(fd);
+    EXPECT_EQ(mem, std::vector<unsigned char>(64, 0));
+    std::vector<std::string> warnings = sink.linesAt(google::GLOG_WARNING);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(
+        warnings[0].rfind("TcpTransport: malformed frame from 127.0.0.1:", 0),
+        0u)
+        << warnings[0];
+    const std::string why =
+        ", closing the connection: request frame version 9, expected "
+        "version 1";
+    EXPECT_EQ(warnings[0].substr(warnings[0].size() - why.size()), why);
+}
+
+TEST_F(TcpTransportUnitTest, AReplyOfAnotherVersionFailsItsTaskNamingBoth) {
+    // A hand-written peer answering a WRITE with a version 9 reply.
+    SilentPeer listener;
+    std::thread peer([&] {
+        struct pollfd pfd = {listener.fd(), POLLIN, 0};
+        if (::poll(&pfd, 1, 30000) != 1) return;
+        int fd = ::accept(listener.fd(), nullptr, nullptr);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(readUpTo(fd, 24 + 4).size(), 28u);
+        std::string reply = testing::tcpReply(0, 0, /*version=*/9);
+        ASSERT_EQ(::send(fd, reply.data(), reply.size(), 0), 16);
+        readUpTo(fd, 1);  // until the initiator closes it
+        ::close(fd);
+    });
+    install(listener.endpoint(), 30000);
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(transport_.allocateSubBatch(batch, 1).ok());
+    char src[4] = {'a', 'b', 'c', 'd'};
+    TransferStatus st;
+    {
+        testing::LogCapture sink;
+        ASSERT_TRUE(transport_
+                        .submitTransferTasks(
+                            batch, {toPeer(Request::WRITE, src, 0x1000, 4)})
+                        .ok());
+        waitWhilePending(batch, 0, st);
+        EXPECT_EQ(sink.linesAt(google::GLOG_WARNING),
+                  std::vector<std::string>{
+                      "TcpTransport: WRITE of 4 bytes at 0x1000 on segment "
+                      "peer:1 failed: reply frame version 9, expected "
+                      "version 1"});
+    }
+    EXPECT_EQ(st.s, FAILED);
+    // The lane that carried it is out of step: closed, not kept.
+    EXPECT_EQ(transport_.laneStats().open, 0u);
+    peer.join();
     ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
 }
 

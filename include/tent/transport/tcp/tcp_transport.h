@@ -9,8 +9,11 @@
 // with an error reply and no memory is touched.
 //
 // Initiator side: submitted tasks go to a queue drained by a small worker
-// pool; each worker keeps one connection per peer endpoint, so up to
-// `transports/tcp/workers` frames are in flight. A worker claims a request
+// pool. The workers share persistent connections ("lanes"), at most
+// `transports/tcp/lanes_per_peer` per peer endpoint (tcp_lanes.h): a worker
+// borrows one for a slice and gives it back, so up to `transports/tcp/workers`
+// frames are in flight, at most lanes_per_peer of them to one peer. A worker
+// claims a request
 // whole (in frames of up to 16 MiB); when other workers are idle and no
 // other request waits, it claims only its share, in slices of at least
 // `transports/tcp/min_slice_bytes`, and leaves the rest to them. A task's
@@ -18,6 +21,13 @@
 // of its slices did and fails when any failed. Each step of a slice (connect,
 // header, payload, reply) is bounded by `transports/tcp/timeout_ms`; a
 // dropped connection fails the task on it.
+//
+// Admission: every TcpTransport of the process shares two counts, tasks
+// submitted and not yet final and their bytes; a submission that would take
+// either past `transports/tcp/max_inflight_tasks` or
+// `transports/tcp/max_inflight_bytes` is refused whole with TooManyRequests
+// naming the key, the limit and the counts. A task gives its share back
+// once, when it becomes final (or, freed unfinished, when it is destroyed).
 //
 // Device memory (where the platform has any: USE_CUDA=ON, or a test
 // platform) moves through pinned host staging buffers at both ends, in
@@ -30,12 +40,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "tent/runtime/transport.h"
@@ -49,6 +59,7 @@ namespace net {
 class StreamServer;
 }
 class TcpBufferTable;
+class TcpLanePool;
 
 class TcpTransport : public Transport {
  public:
@@ -96,6 +107,13 @@ class TcpTransport : public Transport {
         uint64_t buffers = 0;
     };
     StagingStats stagingStats() const;
+    // Initiator lanes open now over all peers, and the most one peer had
+    // open at once since install (never above transports/tcp/lanes_per_peer).
+    struct LaneStats {
+        size_t open = 0;
+        int peak_per_peer = 0;
+    };
+    LaneStats laneStats() const;
 
     // Shared with the task worker and the connection server (tcp_*.cpp).
     struct Task;
@@ -103,6 +121,21 @@ class TcpTransport : public Transport {
     struct Settings {
         int timeout_ms = 5000;
         int workers = 4;
+        // Persistent connections per peer endpoint, shared by the workers.
+        // As many as the default workers: every frame to one peer waits a
+        // round trip on its lane, so fewer lanes than busy workers cut one
+        // peer's bandwidth (docs/performance.md, "Lanes per peer").
+        int lanes_per_peer = 4;
+        // An initiator lane idle this long is closed (the target's
+        // transports/tcp/idle_timeout_ms, read by the same key).
+        int lane_idle_ms = 60000;
+        // Admission (process-wide counts, every TcpTransport's tasks):
+        // a submission that would put more tasks, or more bytes, in flight
+        // than these is refused whole with TooManyRequests. The byte
+        // default leaves room for 16 requests of 64 MiB on each of 4
+        // threads.
+        int64_t max_inflight_tasks = 65536;
+        int64_t max_inflight_bytes = 4ll << 30;
         // How long removeMemoryBuffer() waits for peer accesses in flight
         // on that buffer before it closes their connections.
         int unregister_wait_ms = 1000;
@@ -136,8 +169,10 @@ class TcpTransport : public Transport {
     void workerLoop();
     // Moves [offset, offset + length) of the task's request and settles
     // that slice.
+    // Per worker: the lane it used last to each peer endpoint.
+    using LaneHints = std::unordered_map<const std::string*, int>;
     void runSlice(Task& task, uint64_t offset, uint64_t length,
-                  std::map<std::string, int>& connections);
+                  LaneHints& hints);
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
     void untrackSocket(int fd);
@@ -159,6 +194,9 @@ class TcpTransport : public Transport {
     std::shared_ptr<Platform> platform_;
     std::unique_ptr<TcpStager> stager_;
     std::unique_ptr<net::StreamServer> server_;
+    // The workers' lanes; made by install(), emptied by uninstall() once
+    // the workers left.
+    std::unique_ptr<TcpLanePool> lanes_;
 
     std::mutex conn_mu_;
     // Every socket the workers dialled, so uninstall() can shut them down
