@@ -27,21 +27,23 @@ namespace mooncake::tent {
 
 namespace {
 
+// The SHM attribute of `desc` (its user id, see targetFacts), or null.
+const std::string* shmUserOf(const SegmentDesc& desc) {
+    return desc.type == SegmentType::Memory
+               ? desc.getMemory().getTransportAttrs(SHM)
+               : nullptr;
+}
+
 // Whether the target of `desc` (segment `target_id`) is on this host, and
 // runs as this process's user (shm publishes its user id; only an equal
-// one can map ours).
-void targetFacts(const SegmentDesc& local, const SegmentDesc& desc,
-                 SegmentID target_id, bool& same_machine, bool& same_user) {
+// one can map ours: `own_user`, the local segment's).
+void targetFacts(const SegmentDesc& local, const std::string* own_user,
+                 const SegmentDesc& desc, SegmentID target_id,
+                 bool& same_machine, bool& same_user) {
     same_machine =
         target_id == LOCAL_SEGMENT_ID ||
         (!desc.machine_id.empty() && desc.machine_id == local.machine_id);
-    const std::string* peer_user =
-        same_machine && desc.type == SegmentType::Memory
-            ? desc.getMemory().getTransportAttrs(SHM)
-            : nullptr;
-    const std::string* own_user = local.type == SegmentType::Memory
-                                      ? local.getMemory().getTransportAttrs(SHM)
-                                      : nullptr;
+    const std::string* peer_user = same_machine ? shmUserOf(desc) : nullptr;
     same_user = peer_user && own_user && *peer_user == *own_user;
 }
 
@@ -150,7 +152,10 @@ Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     }
     // Every task is final now: a notification whose submission completed
     // and that no status read sent yet goes out before the batch does.
-    fireNotifyHooks(*batch, /*wait=*/true);
+    // Submissions are held off (kFreeing), so none is added meanwhile.
+    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
+        fireNotifyHooks(*batch, /*wait=*/true);
+    }
     // No reader is inside and none gets in: a plain store is enough. The
     // id is invalid from here on.
     batch->state.store(
@@ -232,6 +237,22 @@ Status TransferEngineImpl::submitInternal(
     const bool local_dram = local->type == SegmentType::Memory &&
                             local->getMemory().allDram() &&
                             currentPlatformIsCpu();
+    // Found per target only when the selector can use them (shm or nvlink
+    // loaded, or a rule on same_machine): otherwise a request to another
+    // peer would pay for string and map look-ups nobody reads.
+    const bool facts = selector_.usesTargetFacts();
+    const std::string* own_user = facts ? shmUserOf(*local) : nullptr;
+    // Whether every buffer the target `desc` holds is host memory (or it
+    // holds none: a file segment), as its indexBuffers() counted them.
+    bool remote_all_dram = false;
+    auto onTarget = [&]() {
+        remote_all_dram =
+            desc->type != SegmentType::Memory || desc->getMemory().allDram();
+        if (facts) {
+            targetFacts(*local, own_user, *desc, last_target, same_machine,
+                        same_user);
+        }
+    };
     // Chooses the transport of `request` to the target `desc` holds;
     // `missed` when it failed because no buffer of the target covers the
     // range (what a re-read of a stale descriptor may cure).
@@ -245,8 +266,7 @@ Status TransferEngineImpl::submitInternal(
         // decided again with both found, so that its message names the
         // buffers' own locations.
         const bool remote_dram =
-            request.transport_hint != UNSPEC &&
-            (desc->type != SegmentType::Memory || desc->getMemory().allDram());
+            request.transport_hint != UNSPEC && remote_all_dram;
         Status s;
         for (bool full = !remote_dram && !local_dram;; full = true) {
             RouteContext context;
@@ -254,6 +274,12 @@ Status TransferEngineImpl::submitInternal(
             context.segment_name = desc->name;
             context.same_machine = same_machine;
             context.same_user = same_user;
+            // Each side's kind is known where all its memory is host
+            // memory (counted once per descriptor, when it was indexed):
+            // the selector then parses no location. local_dram covers
+            // unregistered memory too (the CPU platform places it there).
+            if (local_dram) context.local_kind = MemoryKind::kDram;
+            if (remote_all_dram) context.remote_kind = MemoryKind::kDram;
             if (full || !remote_dram) {
                 const BufferDesc* remote = remote_lookup.find(
                     *desc, request.target_offset, request.length);
@@ -294,7 +320,7 @@ Status TransferEngineImpl::submitInternal(
     };
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
-        refs[i] = EngineBatch::TaskRef();
+        refs[i].clear();
         if (failover_.enabled() || metrics_) refs[i].request = request;
         if (metrics_) noteSubmitted(refs[i]);
         Status s;
@@ -307,10 +333,7 @@ Status TransferEngineImpl::submitInternal(
                 s = noSegmentDescriptor(request.target_id);
             }
             last_target = request.target_id;
-            if (desc) {
-                targetFacts(*local, *desc, request.target_id, same_machine,
-                            same_user);
-            }
+            if (desc) onTarget();
         }
         if (s.ok()) {
             TransportType chosen = UNSPEC;
@@ -332,8 +355,7 @@ Status TransferEngineImpl::submitInternal(
                 } else if (refreshed) {
                     desc = std::move(fresh);
                     remote_lookup.reset();
-                    targetFacts(*local, *desc, request.target_id, same_machine,
-                                same_user);
+                    onTarget();
                     s = route(request, chosen, missed);
                 }
             }

@@ -154,12 +154,16 @@ void EngineBatch::reset() {
     }
     more_subs.clear();
     sub_count = 0;
-    routes.release();
-    {
+    // Only a failover adds a route, and no reader is left (see below).
+    if (!routes.emptyUnsynchronized()) routes.release();
+    // No reader or submitter can reach the batch (see the declaration), so
+    // the hooks are this call's alone: the lock is taken only to clear
+    // some, and a batch without any pays nothing for them.
+    if (!hooks.empty()) {
         std::lock_guard<std::mutex> lock(hooks_mu);
         hooks.clear();
-        open_hooks.store(0, std::memory_order_relaxed);
     }
+    open_hooks.store(0, std::memory_order_relaxed);
     published.store(0, std::memory_order_relaxed);
     if (tasks.size() > kKeptTasks) std::vector<TaskRef>().swap(tasks);
 }

@@ -81,6 +81,25 @@ struct EngineBatch {
             return *this;
         }
 
+        // Makes it a fresh task for a submission, as assigning TaskRef()
+        // would, except for `request`: a submission sets that only when
+        // failover or metrics read it, so copying a blank one (a string
+        // and an optional) for every task is left out.
+        void clear() {
+            transport = nullptr;
+            sub = nullptr;
+            sub_task = -1;
+            settled.store(false, std::memory_order_relaxed);
+            verdict.store(kOpen, std::memory_order_relaxed);
+            failed_from = nullptr;
+            moved.store(nullptr, std::memory_order_relaxed);
+            moving.store(false, std::memory_order_relaxed);
+            start_us = 0;
+            accepted_us = 0;
+            counted.store(false, std::memory_order_relaxed);
+            failure_noted.store(kNoAttempt, std::memory_order_relaxed);
+        }
+
         Transport* transport = nullptr;
         Transport::SubBatchRef sub = nullptr;  // transport's sub-batch
         int sub_task = -1;

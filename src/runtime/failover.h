@@ -76,6 +76,7 @@ class FailoverRoutes {
  public:
     const FailoverRoute* add(std::unique_ptr<FailoverRoute> route);
     void release();
+    bool emptyUnsynchronized() const { return routes_.empty(); }  // owner
 
  private:
     std::mutex mu_;

@@ -49,8 +49,15 @@ std::string joinNames(const std::vector<TransportType>& list) {
 class TransportSelector::Attempt {
  public:
     explicit Attempt(const RouteContext& context) : context_(context) {
-        status_ = kindOf("local", context.local_location, local_);
-        if (status_.ok()) {
+        if (context.local_kind) {
+            local_ = *context.local_kind;
+        } else {
+            status_ = kindOf("local", context.local_location, local_);
+        }
+        if (!status_.ok()) return;
+        if (context.remote_kind) {
+            remote_ = *context.remote_kind;
+        } else {
             status_ = kindOf("remote", context.remote_location, remote_);
         }
     }
@@ -150,6 +157,16 @@ Status TransportSelector::checkHint(TransportType hint) const {
             " is not loaded (loaded: " + joinNames(names) + ")");
     }
     return Status::OK();
+}
+
+bool TransportSelector::usesTargetFacts() const {
+    for (const Loaded& l : loaded_) {
+        if (sameMachineOnly(l.type)) return true;
+    }
+    for (const SelectionPolicy& p : policies_) {
+        if (p.same_machine) return true;
+    }
+    return false;
 }
 
 bool TransportSelector::matches(const SelectionPolicy& policy,

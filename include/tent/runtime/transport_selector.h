@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,12 @@ struct RouteContext {
     // The target buffer's transports, registration order; null when no
     // registered buffer of the target contains the range.
     const std::vector<TransportType>* buffer_transports = nullptr;
+    // A side's memory kind when the caller knows it without the location
+    // (the engine: every buffer of that side is host memory, as counted
+    // when its descriptor was indexed), so that select() does not parse
+    // that location again; unset: parsed from the location.
+    std::optional<MemoryKind> local_kind;
+    std::optional<MemoryKind> remote_kind;
 };
 
 class TransportSelector {
@@ -79,6 +86,11 @@ class TransportSelector {
                   TransportType& chosen) const;
     // Rule 1's first half: OK when `hint` (not UNSPEC) is loaded.
     Status checkHint(TransportType hint) const;
+    // Whether select() can depend on RouteContext's same_machine and
+    // same_user: a same-machine-only transport (shm, nvlink) is loaded or a
+    // rule filters on same_machine. When not, a caller may leave them
+    // unset (false) and skip finding them out.
+    bool usesTargetFacts() const;
 
  private:
     struct Loaded {
