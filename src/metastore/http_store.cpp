@@ -20,6 +20,7 @@
 #include "metastore/curl_once.h"
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
+#include "tent/runtime/metastore.h"
 
 namespace mooncake::tent {
 

@@ -8,6 +8,7 @@
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 #include "net/socket_io.h"
+#include "tent/runtime/metastore.h"
 
 namespace mooncake::tent {
 

@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "tent/runtime/metastore.h"
-
 namespace mooncake::tent {
+
+// Declared, not included: metastore.cpp includes this header to call the
+// factories, and the stores include metastore.h themselves.
+class MetaStore;
+struct MetaStoreOptions;
 
 // `servers_text` as configured (for messages); `servers` parsed from it.
 std::shared_ptr<MetaStore> makeRedisStore(std::string servers_text,

@@ -1,4 +1,5 @@
-// Task and sub-batch state of TcpTransport (private to it).
+// Task and sub-batch state of TcpTransport (private to it; the transport
+// includes this header, not the other way round).
 #pragma once
 
 #include <algorithm>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tent/transport/tcp/tcp_transport.h"
+#include "tent/runtime/transport.h"
 #include "transport/tcp/tcp_admission.h"
 #include "transport/tcp/tcp_wire.h"
 
@@ -17,7 +18,7 @@ namespace mooncake::tent {
 // Shared between the sub-batch (status polls) and the worker that runs it,
 // so freeing a sub-batch with a task in flight never frees the task under
 // the worker.
-struct TcpTransport::Task {
+struct TcpTask {
     Request request;
     // The target's descriptor (immutable once published), held so that the
     // two strings below stay valid without copying them for every request.
@@ -52,7 +53,7 @@ struct TcpTransport::Task {
     // (completed, failed, cancelled, failed by uninstall) gets there.
     std::atomic<bool> admitted{false};
 
-    ~Task() { releaseAdmission(); }
+    ~TcpTask() { releaseAdmission(); }
     void releaseAdmission() {
         if (admitted.exchange(false, std::memory_order_relaxed)) {
             TcpAdmission::release(1, request.length);
@@ -106,8 +107,7 @@ struct TcpSubBatch : Transport::SubBatch {
     // one allocation per request; each handed-out task shares the block's
     // ownership, so a sub-batch freed with tasks in flight keeps it alive.
     explicit TcpSubBatch(size_t cap)
-        : capacity(cap),
-          pool(std::make_shared<std::vector<TcpTransport::Task>>(cap)) {
+        : capacity(cap), pool(std::make_shared<std::vector<TcpTask>>(cap)) {
         tasks.reserve(cap);
     }
     size_t size() const override {
@@ -116,15 +116,14 @@ struct TcpSubBatch : Transport::SubBatch {
     }
     // The next unused task of the pool; the caller holds mu and has checked
     // the capacity.
-    std::shared_ptr<TcpTransport::Task> nextTask() {
-        return std::shared_ptr<TcpTransport::Task>(pool,
-                                                   &(*pool)[tasks.size()]);
+    std::shared_ptr<TcpTask> nextTask() {
+        return std::shared_ptr<TcpTask>(pool, &(*pool)[tasks.size()]);
     }
 
     const size_t capacity;
-    const std::shared_ptr<std::vector<TcpTransport::Task>> pool;
+    const std::shared_ptr<std::vector<TcpTask>> pool;
     mutable std::mutex mu;  // guards tasks (submit vs. status polls)
-    std::vector<std::shared_ptr<TcpTransport::Task>> tasks;
+    std::vector<std::shared_ptr<TcpTask>> tasks;
 };
 
 }  // namespace mooncake::tent

@@ -131,7 +131,7 @@ Status readSettings(const std::shared_ptr<Config>& conf,
 
 // The task `task_id` of `batch`, for cancel and status queries.
 Status findTask(Transport::SubBatchRef batch, int task_id,
-                std::shared_ptr<TcpTransport::Task>& task) {
+                std::shared_ptr<TcpTask>& task) {
     TcpSubBatch* sub = nullptr;
     CHECK_STATUS(subBatchOf("tcp", batch, sub));
     std::lock_guard<std::mutex> lock(sub->mu);
@@ -266,7 +266,7 @@ Status TcpTransport::uninstall() {
 }
 
 void TcpTransport::failQueued() {
-    std::deque<std::shared_ptr<Task>> left;
+    std::deque<std::shared_ptr<TcpTask>> left;
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         left.swap(queue_);
@@ -362,7 +362,7 @@ Status TcpTransport::submitTransferTasks(
     if (!running_.load()) {
         return Status::InvalidArgument("tcp transport is not installed");
     }
-    std::vector<std::shared_ptr<Task>> created;
+    std::vector<std::shared_ptr<TcpTask>> created;
     {
         std::lock_guard<std::mutex> lock(sub->mu);
         CHECK_STATUS(checkSubBatchRoom("tcp", sub->tasks.size(),
@@ -380,14 +380,14 @@ Status TcpTransport::submitTransferTasks(
             request_list.size(), bytes,
             {settings_.max_inflight_tasks, settings_.max_inflight_bytes}));
         for (const Request& request : request_list) {
-            std::shared_ptr<Task> task = sub->nextTask();
+            std::shared_ptr<TcpTask> task = sub->nextTask();
             task->request = request;
             task->admitted.store(true, std::memory_order_relaxed);
             sub->tasks.push_back(task);
             created.push_back(std::move(task));
         }
     }
-    std::vector<std::shared_ptr<Task>> runnable;
+    std::vector<std::shared_ptr<TcpTask>> runnable;
     uint64_t slices = 0;
     for (auto& task : created) {
         const Request& r = task->request;
@@ -432,7 +432,7 @@ Status TcpTransport::submitTransferTasks(
             }
             task->local_device = isDeviceMemoryLocation(where);
         }
-        task->units_left.store(Task::units(r.length, r.length),
+        task->units_left.store(TcpTask::units(r.length, r.length),
                                std::memory_order_relaxed);
         slices += maxSlices(r.length, settings_.min_slice_bytes);
         runnable.push_back(std::move(task));
@@ -456,7 +456,7 @@ Status TcpTransport::submitTransferTasks(
 }
 
 Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
-    std::shared_ptr<Task> task;
+    std::shared_ptr<TcpTask> task;
     CHECK_STATUS(findTask(batch, task_id, task));
     std::lock_guard<std::mutex> lock(queue_mu_);
     // Slices claimed later (none, once out of the queue) and slices not
@@ -476,7 +476,7 @@ Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
 
 Status TcpTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        TransferStatus& status) {
-    std::shared_ptr<Task> task;
+    std::shared_ptr<TcpTask> task;
     CHECK_STATUS(findTask(batch, task_id, task));
     status.s = static_cast<TransferStatusEnum>(
         task->state.load(std::memory_order_acquire));

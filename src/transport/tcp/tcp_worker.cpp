@@ -9,6 +9,7 @@
 
 #include "net/auth_handshake.h"
 #include "net/socket_io.h"
+#include "tent/transport/tcp/tcp_transport.h"
 #include "transport/tcp/tcp_lanes.h"
 #include "transport/tcp/tcp_stager.h"
 #include "transport/tcp/tcp_task.h"
@@ -87,7 +88,7 @@ void TcpTransport::workerLoop() {
     // stale entry only names a lane that is not idle for that peer.
     LaneHints hints;
     for (;;) {
-        std::shared_ptr<Task> task;
+        std::shared_ptr<TcpTask> task;
         uint64_t offset = 0, length = 0;
         {
             std::unique_lock<std::mutex> lock(queue_mu_);
@@ -116,7 +117,7 @@ void TcpTransport::workerLoop() {
     }
 }
 
-void TcpTransport::runSlice(Task& task, uint64_t offset, uint64_t length,
+void TcpTransport::runSlice(TcpTask& task, uint64_t offset, uint64_t length,
                             LaneHints& hints) {
     // Another slice of the task failed already: the task fails whatever
     // this one would do, so it does not touch the network.

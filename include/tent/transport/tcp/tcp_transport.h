@@ -60,6 +60,7 @@ class StreamServer;
 }
 class TcpBufferTable;
 class TcpLanePool;
+struct TcpTask;
 
 class TcpTransport : public Transport {
  public:
@@ -115,8 +116,6 @@ class TcpTransport : public Transport {
     };
     LaneStats laneStats() const;
 
-    // Shared with the task worker and the connection server (tcp_*.cpp).
-    struct Task;
     // The transports/tcp/* keys install() read (defaults where unset).
     struct Settings {
         int timeout_ms = 5000;
@@ -171,7 +170,7 @@ class TcpTransport : public Transport {
     // that slice.
     // Per worker: the lane it used last to each peer endpoint.
     using LaneHints = std::unordered_map<const std::string*, int>;
-    void runSlice(Task& task, uint64_t offset, uint64_t length,
+    void runSlice(TcpTask& task, uint64_t offset, uint64_t length,
                   LaneHints& hints);
     // False once uninstall() began: the caller closes the socket itself.
     bool trackSocket(int fd);
@@ -206,7 +205,7 @@ class TcpTransport : public Transport {
 
     std::mutex queue_mu_;
     std::condition_variable queue_cv_;
-    std::deque<std::shared_ptr<Task>> queue_;
+    std::deque<std::shared_ptr<TcpTask>> queue_;
     int busy_workers_ = 0;  // moving a slice; guarded by queue_mu_
     std::vector<std::thread> workers_;
 };
