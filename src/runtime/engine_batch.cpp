@@ -469,13 +469,22 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
         CHECK_STATUS(
             at.transport->getTransferStatus(at.sub, at.sub_task, status));
     }
-    if (status.s == FAILED && failover_.enabled() &&
-        (failover_.on_poll || drive) &&
-        failOver(batch, task_id, route, status)) {
-        if (metrics_) noteStatus(ref, at.transport, route, true, PENDING);
-        status.s = PENDING;
-        status.transferred_bytes = 0;
-        return Status::OK();
+    if (status.s == FAILED && failover_.enabled()) {
+        // A poll that may not fail the task over leaves an open one to the
+        // progress worker, which moves it or settles it FAILED: settling it
+        // here would report FAILED for a task the worker is carrying over
+        // (and whose bytes then still arrive).
+        const bool worker_decides =
+            !(failover_.on_poll || drive) && failover_.progress_worker &&
+            ref.verdict.load(std::memory_order_acquire) ==
+                EngineBatch::TaskRef::kOpen;
+        if (worker_decides || ((failover_.on_poll || drive) &&
+                               failOver(batch, task_id, route, status))) {
+            if (metrics_) noteStatus(ref, at.transport, route, true, PENDING);
+            status.s = PENDING;
+            status.transferred_bytes = 0;
+            return Status::OK();
+        }
     }
     if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
     if (metrics_)

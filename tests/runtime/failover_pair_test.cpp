@@ -328,6 +328,39 @@ TEST_F(FailoverTest, ProgressWorkerFailsOverWithoutPolling) {
     EXPECT_TRUE(engine_->freeBatch(batch).ok());
 }
 
+// With polling failover off, a task mpcomm failed belongs to the progress
+// worker: the application's polls read it PENDING until the worker has
+// moved it, never FAILED (which would be final while its bytes still
+// arrive over tcp). The worker's pass comes only every second, so the
+// polls from the submission on see mpcomm's failure before it acts.
+TEST_F(FailoverTest, PollsLeaveAFailedTaskToTheProgressWorker) {
+    ASSERT_NO_FATAL_FAILURE(start(Break::kIssue, 3, [](Config& conf) {
+        conf.set("enable_auto_failover_on_poll", false);
+        conf.set("enable_progress_worker", true);
+        conf.set("progress_worker/interval_us", 1000000);
+    }));
+    if (IsSkipped()) return;
+    std::memset(localBytes(), 0, kBufferSize);
+    BatchID batch = engine_->allocateBatch(kTasks);
+    ASSERT_TRUE(engine_->submitTransfer(batch, reads()).ok());
+    int failed_reads = 0;
+    TransferStatus overall;
+    ASSERT_TRUE(testing::waitUntil(
+        [&] {
+            std::vector<TransferStatus> list;
+            if (!engine_->getTransferStatus(batch, list).ok()) return false;
+            for (const TransferStatus& s : list) failed_reads += s.s == FAILED;
+            return engine_->getTransferStatus(batch, overall).ok() &&
+                   overall.s != PENDING;
+        },
+        testing::kDeadline));
+    EXPECT_EQ(failed_reads, 0);
+    EXPECT_EQ(overall.s, COMPLETED);
+    EXPECT_EQ(engine_->getFailoverCount(MPCOMM, TCP), kTasks);
+    expectPatternRead();
+    EXPECT_TRUE(engine_->freeBatch(batch).ok());
+}
+
 // A notified submission whose task is failed over sends its notification
 // once, after tcp completed it: the target checks, the moment it arrives,
 // that the announced bytes are there (mpcomm moved none of them).
