@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_tcp_peer.h"
 #include "kit/wait_until.h"
 #include "net/socket_io.h"
 #include "tcp_test_support.h"
@@ -29,28 +30,10 @@ constexpr size_t kReadBytes = 8;
 
 // Answers every READ (with bytes 'r') once the gate is open; until then
 // it reads the request and holds the reply back.
-class GatedPeer {
+class GatedPeer : public testing::FakeTcpPeer {
  public:
-    GatedPeer() {
-        EXPECT_TRUE(net::listenOn(0, listen_fd_, port_).ok());
-        acceptor_ = std::thread([this] { acceptLoop(); });
-    }
-    ~GatedPeer() {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            stopping_ = true;
-            for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-        }
-        cv_.notify_all();
-        ::shutdown(listen_fd_, SHUT_RDWR);
-        acceptor_.join();
-        for (std::thread& t : handlers_) t.join();
-        for (int fd : fds_) ::close(fd);
-        ::close(listen_fd_);
-    }
-    std::string endpoint() const {
-        return "127.0.0.1:" + std::to_string(port_);
-    }
+    GatedPeer() { start(); }
+    ~GatedPeer() override { stop(); }
     void open() {
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -64,20 +47,7 @@ class GatedPeer {
     }
 
  private:
-    void acceptLoop() {
-        for (;;) {
-            int fd = ::accept(listen_fd_, nullptr, nullptr);
-            if (fd < 0) return;
-            std::lock_guard<std::mutex> lock(mu_);
-            if (stopping_) {
-                ::close(fd);
-                return;
-            }
-            fds_.push_back(fd);
-            handlers_.emplace_back([this, fd] { serve(fd); });
-        }
-    }
-    void serve(int fd) {
+    void serve(int fd, int) override {
         for (;;) {
             unsigned char head[24];
             if (!net::recvAll(fd, head, sizeof(head), net::deadlineIn(kBoundMs))
@@ -101,16 +71,8 @@ class GatedPeer {
         }
     }
 
-    int listen_fd_ = -1;
-    uint16_t port_ = 0;
-    std::thread acceptor_;
-    std::mutex mu_;
-    std::condition_variable cv_;
     bool open_ = false;
-    bool stopping_ = false;
     size_t requests_ = 0;
-    std::vector<int> fds_;
-    std::vector<std::thread> handlers_;
 };
 
 class TcpAdmissionTest : public ::testing::Test {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_tcp_peer.h"
 #include "kit/log_capture.h"
 #include "net/socket_io.h"
 #include "tcp_test_support.h"
@@ -39,7 +40,7 @@ constexpr int kBoundMs = 30000;
 // (of any connection) have arrived: a test that sets the gate to N learns
 // that N slices were in flight at once, since otherwise none is answered.
 // A frame at `refused_addr` gets the "bad range" reply.
-class RecordingPeer {
+class RecordingPeer : public testing::FakeTcpPeer {
  public:
     struct Frame {
         uint32_t op;
@@ -52,27 +53,10 @@ class RecordingPeer {
     RecordingPeer(size_t memory_bytes, size_t gate,
                   uint64_t refused_addr = kNoRefusal)
         : memory_(memory_bytes, 0), gate_(gate), refused_addr_(refused_addr) {
-        EXPECT_TRUE(net::listenOn(0, listen_fd_, port_).ok());
-        acceptor_ = std::thread([this] { acceptLoop(); });
+        start();
     }
-    ~RecordingPeer() {
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            stopping_ = true;
-            for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-        }
-        cv_.notify_all();
-        // Wakes the blocked accept().
-        ::shutdown(listen_fd_, SHUT_RDWR);
-        acceptor_.join();
-        for (std::thread& t : handlers_) t.join();
-        for (int fd : fds_) ::close(fd);
-        ::close(listen_fd_);
-    }
+    ~RecordingPeer() override { stop(); }
 
-    std::string endpoint() const {
-        return "127.0.0.1:" + std::to_string(port_);
-    }
     std::vector<unsigned char> memory() {
         std::lock_guard<std::mutex> lock(mu_);
         return memory_;
@@ -85,10 +69,6 @@ class RecordingPeer {
         std::lock_guard<std::mutex> lock(mu_);
         return frames_;
     }
-    size_t connections() {
-        std::lock_guard<std::mutex> lock(mu_);
-        return fds_.size();
-    }
     // False when the bound passed before `n` frames arrived.
     bool waitForFrames(size_t n) {
         std::unique_lock<std::mutex> lock(mu_);
@@ -97,24 +77,9 @@ class RecordingPeer {
     }
 
  private:
-    void acceptLoop() {
-        for (;;) {
-            int fd = ::accept(listen_fd_, nullptr, nullptr);
-            if (fd < 0) return;
-            std::lock_guard<std::mutex> lock(mu_);
-            if (stopping_) {
-                ::close(fd);
-                return;
-            }
-            const int index = static_cast<int>(fds_.size());
-            fds_.push_back(fd);
-            handlers_.emplace_back([this, fd, index] { serve(fd, index); });
-        }
-    }
-
     // Frames until the connection ends or the peer stops; leaving closes
     // nothing (the destructor does), it only stops answering.
-    void serve(int fd, int index) {
+    void serve(int fd, int index) override {
         for (;;) {
             unsigned char head[tcp_wire::kRequestHeaderBytes];
             if (!net::recvAll(fd, head, sizeof(head), net::deadlineIn(kBoundMs))
@@ -176,15 +141,7 @@ class RecordingPeer {
     std::vector<unsigned char> memory_;
     const size_t gate_;
     const uint64_t refused_addr_;
-    int listen_fd_ = -1;
-    uint16_t port_ = 0;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool stopping_ = false;
     std::vector<Frame> frames_;
-    std::vector<int> fds_;
-    std::vector<std::thread> handlers_;
-    std::thread acceptor_;
 };
 
 std::vector<unsigned char> pattern(size_t n) {

@@ -1,5 +1,6 @@
 // Shared pieces of the TCP transport suites (tcp_transport_test.cpp,
-// tcp_target_test.cpp, tcp_hostile_test.cpp, tcp_slice_test.cpp): a
+// tcp_target_test.cpp, tcp_hostile_test.cpp, tcp_slice_test.cpp and more; a
+// scripted peer is fake_tcp_peer.h): a
 // fetcher that points every segment at one endpoint, installing a
 // transport, and request headers written byte by byte, so the tests do not
 // share the encoder they check.

@@ -92,6 +92,16 @@ class TcpTransportUnitTest : public ::testing::Test {
         return testing::requestTo(peer_, op, local, offset, length);
     }
 
+    // Registers `mem` with the transport (the target side of a test that
+    // writes frames by hand); its descriptor.
+    BufferDesc registerTarget(std::vector<unsigned char>& mem) {
+        BufferDesc desc;
+        desc.addr = reinterpret_cast<uint64_t>(mem.data());
+        desc.length = mem.size();
+        EXPECT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+        return desc;
+    }
+
     void waitWhilePending(Transport::SubBatchRef batch, size_t task,
                           TransferStatus& st) {
         st = testing::waitWhilePending(transport_, batch,
@@ -143,10 +153,7 @@ TEST_F(TcpTransportUnitTest, SendBufferKeyIsCheckedAndNamedWhenBad) {
 TEST_F(TcpTransportUnitTest, MalformedFrameClosesOnlyThatConnection) {
     install("", 1000);
     std::vector<unsigned char> mem(4096, 0);
-    BufferDesc desc;
-    desc.addr = reinterpret_cast<uint64_t>(mem.data());
-    desc.length = mem.size();
-    ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+    const BufferDesc desc = registerTarget(mem);
 
     for (const std::string& bad :
          {testing::tcpHeader(0xdeadbeef, 2, desc.addr, 16),  // wrong magic
@@ -267,10 +274,7 @@ TEST_F(TcpTransportUnitTest, StalePooledConnectionIsRedialledOnce) {
 TEST_F(TcpTransportUnitTest, ARequestOfAnotherVersionIsClosedNamingBoth) {
     install("", 1000);
     std::vector<unsigned char> mem(64, 0);
-    BufferDesc desc;
-    desc.addr = reinterpret_cast<uint64_t>(mem.data());
-    desc.length = mem.size();
-    ASSERT_TRUE(transport_.addMemoryBuffer(desc, MemoryOptions()).ok());
+    const BufferDesc desc = registerTarget(mem);
     testing::LogCapture sink;
     int fd = connectLoopback(transport_.listenPort());
     // A well-formed WRITE in every other field.
