@@ -1,9 +1,7 @@
-// Shared pieces of the TCP transport suites (tcp_transport_test.cpp,
-// tcp_target_test.cpp, tcp_hostile_test.cpp, tcp_slice_test.cpp and more; a
-// scripted peer is fake_tcp_peer.h): a
-// fetcher that points every segment at one endpoint, installing a
-// transport, and request headers written byte by byte, so the tests do not
-// share the encoder they check.
+// Shared pieces of the TCP transport suites: a fetcher that points every
+// segment at one endpoint, installing a transport, and request headers
+// written byte by byte, so the tests do not share the encoder they check.
+// A peer that scripts its answers is fake_tcp_peer.h.
 #pragma once
 
 #include <gtest/gtest.h>
