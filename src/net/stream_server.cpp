@@ -7,8 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <asio.hpp>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "common/range_check.h"
 #include "net/auth_handshake.h"
@@ -49,9 +53,48 @@ Status readServerLimits(const Config& conf, const std::string& prefix,
                               out.frame_timeout_ms));
     CHECK_STATUS(readPositive(conf, prefix + "/max_connections", 65536,
                               out.max_connections));
+    CHECK_STATUS(
+        readPositive(conf, prefix + "/server_threads", 64, out.server_threads));
     limits = out;
     return Status::OK();
 }
+
+// One accepted connection. `watch` waits for the socket's readability on
+// the io_context; it never closes the socket, which closes with the last
+// reference (a pending wait holds one).
+struct StreamServer::Conn {
+    Conn(asio::io_context& ctx, int fd) : watch(ctx, fd) { c.fd = fd; }
+    ~Conn() {
+        // Cancels a pending wait (none is left by then) and stops
+        // watching, without closing the socket.
+        watch.release();
+        ::close(c.fd);
+    }
+    Connection c;
+    asio::posix::stream_descriptor watch;
+    std::atomic<int> state{kIdle};
+    std::atomic<int64_t> idle_since_ms{0};
+    // False until the token handshake passed (true at once without one).
+    std::atomic<bool> admitted{false};
+    // A pool thread runs its handshake (bounded by handshake_deadline): the
+    // sweep leaves it to that bound.
+    std::atomic<bool> in_handshake{false};
+    Deadline handshake_deadline;
+};
+
+// Declared in this order so that the watches and timers go before the
+// io_context they belong to.
+struct StreamServer::Loop {
+    asio::io_context ctx;
+    asio::executor_work_guard<asio::io_context::executor_type> work{
+        ctx.get_executor()};
+    asio::strand<asio::io_context::executor_type> accept_strand{
+        ctx.get_executor()};
+    asio::posix::stream_descriptor listener{ctx};
+    asio::steady_timer backoff{ctx};
+    asio::steady_timer sweep{ctx};
+    std::vector<std::thread> threads;
+};
 
 StreamServer::StreamServer(std::string name, FrameHandler handler)
     : name_(std::move(name)), handler_(std::move(handler)) {}
@@ -64,17 +107,39 @@ Status StreamServer::start(int listen_fd, const ServerLimits& limits) {
         ::close(listen_fd);
         return Status::InvalidArgument(name_ + " is already running");
     }
-    if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    // The pool must never block in accept(): a client that resets before
+    // it is accepted would leave a readable listener with nothing to take.
+    const int flags = ::fcntl(listen_fd, F_GETFL);
+    if (flags < 0 || ::fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) {
         int err = errno;
         ::close(listen_fd);
-        return Status::RpcServiceError(std::string("pipe2() failed: ") +
-                                       std::strerror(err));
+        return Status::RpcServiceError(
+            std::string("fcntl(O_NONBLOCK) on the listener failed: ") +
+            std::strerror(err));
     }
     limits_ = limits;
     listen_fd_ = listen_fd;
     stopping_ = false;
+    loop_ = std::make_unique<Loop>();
+    asio::error_code ec;
+    loop_->listener.assign(listen_fd, ec);
+    if (ec) {
+        loop_.reset();
+        ::close(listen_fd);
+        listen_fd_ = -1;
+        return Status::RpcServiceError("cannot watch the listener: " +
+                                       ec.message());
+    }
+    {
+        std::lock_guard<std::mutex> conns_lock(conns_mu_);
+        accepting_ = true;
+    }
     running_ = true;
-    accept_thread_ = std::thread([this] { acceptLoop(); });
+    asio::post(loop_->accept_strand, [this] { armAccept(); });
+    asio::post(loop_->accept_strand, [this] { armSweep(); });
+    for (int i = 0; i < limits_.server_threads; ++i) {
+        loop_->threads.emplace_back([this] { loop_->ctx.run(); });
+    }
     return Status::OK();
 }
 
@@ -82,21 +147,41 @@ void StreamServer::stop() {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!running_) return;
     stopping_ = true;
-    wake();
-    if (accept_thread_.joinable()) accept_thread_.join();
+    // The listener's wait and the timers belong to the accept strand.
+    asio::post(loop_->accept_strand, [this] {
+        asio::error_code ignored;
+        loop_->listener.cancel(ignored);
+        loop_->backoff.cancel();
+        loop_->sweep.cancel();
+    });
+    {
+        std::unique_lock<std::mutex> conns_lock(conns_mu_);
+        // shutdown() ends every wait and blocked recv()/send() on a
+        // connection at once; its socket stays open until its last
+        // reference goes, so the number cannot be reused under it.
+        for (auto& conn : conns_) ::shutdown(conn->c.fd, SHUT_RDWR);
+        // Each connection leaves as its step sees the shut down socket; a
+        // handler returns at once for the same reason. The bound only
+        // guards against a handler that ignores its socket.
+        conns_cv_.wait_for(conns_lock,
+                           std::chrono::milliseconds(limits_.frame_timeout_ms) +
+                               std::chrono::seconds(1),
+                           [&] { return conns_.empty() && !accepting_; });
+    }
+    loop_->work.reset();
+    loop_->ctx.stop();
+    for (std::thread& t : loop_->threads) t.join();
     {
         std::lock_guard<std::mutex> conns_lock(conns_mu_);
-        // shutdown() makes every blocked poll()/recv()/send() on the
-        // connection return at once; the fds stay open until their threads
-        // are joined, so the numbers cannot be reused under them.
-        for (auto& conn : conns_) ::shutdown(conn->c.fd, SHUT_RDWR);
+        conns_.clear();
+        accepting_ = false;
     }
-    reap(true);
+    loop_->listener.release();
+    // Destroys what the stopped io_context still holds (connections whose
+    // last step never ran), then the io_context.
+    loop_.reset();
     ::close(listen_fd_);
-    ::close(wake_pipe_[0]);
-    ::close(wake_pipe_[1]);
     listen_fd_ = -1;
-    wake_pipe_[0] = wake_pipe_[1] = -1;
     running_ = false;
 }
 
@@ -108,6 +193,7 @@ StreamServer::Stats StreamServer::stats() const {
     s.idle_closed = idle_closed_.load();
     s.accept_backoffs = accept_backoffs_.load();
     s.auth_refused = auth_refused_.load();
+    s.threads = running_ ? static_cast<size_t>(limits_.server_threads) : 0;
     std::lock_guard<std::mutex> lock(conns_mu_);
     for (const auto& conn : conns_) {
         int state = conn->state.load();
@@ -117,35 +203,68 @@ StreamServer::Stats StreamServer::stats() const {
     return s;
 }
 
-void StreamServer::wake() {
-    char byte = 1;
-    // A full pipe already guarantees a wake-up, so EAGAIN is fine.
-    (void)!::write(wake_pipe_[1], &byte, 1);
-}
-
-void StreamServer::backOff() {
-    accept_backoffs_.fetch_add(1);
-    pollfd pfd{wake_pipe_[0], POLLIN, 0};
-    ::poll(&pfd, 1, kAcceptBackoffMs);
-}
-
-void StreamServer::reap(bool all) {
-    std::list<std::unique_ptr<Conn>> finished;
-    {
+void StreamServer::armAccept() {
+    if (stopping_) {
         std::lock_guard<std::mutex> lock(conns_mu_);
-        for (auto it = conns_.begin(); it != conns_.end();) {
-            if (all || (*it)->state.load() == kDone) {
-                finished.push_back(std::move(*it));
-                it = conns_.erase(it);
-            } else {
-                ++it;
+        accepting_ = false;
+        conns_cv_.notify_all();
+        return;
+    }
+    loop_->listener.async_wait(
+        asio::posix::stream_descriptor::wait_read,
+        asio::bind_executor(
+            loop_->accept_strand,
+            [this](const asio::error_code&) { acceptPending(); }));
+}
+
+void StreamServer::acceptPending() {
+    // A bounded number per wake-up, so the strand never holds a pool
+    // thread for a whole flood.
+    for (int taken = 0; taken < 64 && !stopping_; ++taken) {
+        sockaddr_in addr{};
+        socklen_t len = sizeof(addr);
+        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                           SOCK_CLOEXEC);
+        if (fd < 0) {
+            int err = errno;
+            if (err == EINTR || err == ECONNABORTED) continue;
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS ||
+                err == ENOMEM) {
+                accept_backoffs_.fetch_add(1);
+                LOG_EVERY_N(WARNING, 64)
+                    << name_ << ": accept failed: " << std::strerror(err)
+                    << "; backing off " << kAcceptBackoffMs << " ms ("
+                    << google::COUNTER << " so far)";
+                loop_->backoff.expires_after(
+                    std::chrono::milliseconds(kAcceptBackoffMs));
+                loop_->backoff.async_wait(asio::bind_executor(
+                    loop_->accept_strand,
+                    [this](const asio::error_code&) { armAccept(); }));
+                return;
             }
+            if (err != EAGAIN && err != EWOULDBLOCK) {
+                LOG(WARNING)
+                    << name_ << ": accept failed: " << std::strerror(err);
+            }
+            break;
         }
+        setNoDelay(fd);
+        setSendBuffer(fd, limits_.send_buffer_bytes);
+        auto conn = std::make_shared<Conn>(loop_->ctx, fd);
+        conn->c.peer = addressName(addr);
+        conn->idle_since_ms = nowMs();
+        conn->handshake_deadline = deadlineIn(limits_.frame_timeout_ms);
+        conn->admitted = limits_.auth_token.empty();
+        {
+            std::lock_guard<std::mutex> lock(conns_mu_);
+            // Refused here, `conn` closes its socket as it goes.
+            if (stopping_ || !admit(conn->c.peer)) continue;
+            accepted_.fetch_add(1);
+            conns_.push_back(conn);
+        }
+        asio::post(loop_->ctx, [this, conn] { turnIdle(conn); });
     }
-    for (auto& conn : finished) {
-        if (conn->thread.joinable()) conn->thread.join();
-        ::close(conn->c.fd);
-    }
+    armAccept();
 }
 
 bool StreamServer::admit(const std::string& newcomer) {
@@ -192,120 +311,147 @@ bool StreamServer::admit(const std::string& newcomer) {
     return false;
 }
 
-void StreamServer::acceptLoop() {
-    while (!stopping_) {
-        pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-        // The timeout only bounds how long a finished connection may wait
-        // to be joined should its wake-up byte be lost to a full pipe.
-        int rc = ::poll(fds, 2, 1000);
-        if (fds[1].revents & POLLIN) {
-            char drain[64];
-            while (::read(wake_pipe_[0], drain, sizeof(drain)) > 0) {
-            }
+void StreamServer::turnIdle(const ConnRef& conn) {
+    if (stopping_ || conn->state.load() != kIdle) {
+        finish(conn);
+        return;
+    }
+    if (idle_hook_ && conn->admitted) idle_hook_(conn->c);
+    awaitRequest(conn);
+}
+
+void StreamServer::awaitRequest(const ConnRef& conn) {
+    conn->watch.async_wait(
+        asio::posix::stream_descriptor::wait_read,
+        [this, conn](const asio::error_code&) { onReadable(conn); });
+}
+
+void StreamServer::onReadable(const ConnRef& conn) {
+    if (stopping_ || conn->state.load() != kIdle) {
+        finish(conn);
+        return;
+    }
+    // Readable with nothing to read means the peer closed: an orderly end
+    // between requests, not an error.
+    char byte;
+    ssize_t n = ::recv(conn->c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+        awaitRequest(conn);  // woken with nothing there yet
+        return;
+    }
+    if (n <= 0) {
+        finish(conn);
+        return;
+    }
+    if (!conn->admitted) {
+        // Still idle while in the handshake: the first to go at
+        // max_connections.
+        conn->in_handshake = true;
+        const bool passed = authenticate(*conn);
+        conn->in_handshake = false;
+        if (!passed) {
+            finish(conn);
+            return;
         }
-        reap(false);
-        if (stopping_) break;
-        if (rc < 0) {
-            if (errno == EINTR) continue;
-            PLOG(ERROR) << name_ << ": poll on the listener failed";
-            break;
-        }
-        if (!(fds[0].revents & POLLIN)) continue;
-        sockaddr_in addr{};
-        socklen_t len = sizeof(addr);
-        int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
-                           SOCK_CLOEXEC);
-        if (fd < 0) {
-            int err = errno;
-            if (err == EMFILE || err == ENFILE || err == ENOBUFS ||
-                err == ENOMEM) {
-                LOG_EVERY_N(WARNING, 64)
-                    << name_ << ": accept failed: " << std::strerror(err)
-                    << "; backing off " << kAcceptBackoffMs << " ms ("
-                    << google::COUNTER << " so far)";
-                backOff();
-            } else if (err != EINTR && err != EAGAIN && err != ECONNABORTED) {
-                LOG(WARNING)
-                    << name_ << ": accept failed: " << std::strerror(err);
-            }
-            continue;
-        }
-        setNoDelay(fd);
-        setSendBuffer(fd, limits_.send_buffer_bytes);
-        auto conn = std::make_unique<Conn>();
-        conn->c.fd = fd;
-        conn->c.peer = addressName(addr);
         conn->idle_since_ms = nowMs();
-        std::lock_guard<std::mutex> lock(conns_mu_);
-        if (!admit(conn->c.peer)) {
-            ::close(fd);
+        conn->admitted = true;
+        turnIdle(conn);
+        return;
+    }
+    int expected = kIdle;
+    if (!conn->state.compare_exchange_strong(expected, kBusy)) {
+        finish(conn);
+        return;
+    }
+    bool keep = handler_(conn->c, deadlineIn(limits_.frame_timeout_ms));
+    conn->idle_since_ms = nowMs();
+    expected = kBusy;
+    if (!keep || !conn->state.compare_exchange_strong(expected, kIdle)) {
+        finish(conn);
+        return;
+    }
+    turnIdle(conn);
+}
+
+void StreamServer::finish(const ConnRef& conn) {
+    ::shutdown(conn->c.fd, SHUT_RDWR);
+    conn->state = kDone;
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    auto it = std::find(conns_.begin(), conns_.end(), conn);
+    if (it != conns_.end()) conns_.erase(it);
+    if (conns_.empty()) conns_cv_.notify_all();
+}
+
+void StreamServer::armSweep() {
+    if (stopping_) return;
+    const int shorter =
+        std::min(limits_.idle_timeout_ms, limits_.frame_timeout_ms);
+    loop_->sweep.expires_after(
+        std::chrono::milliseconds(std::clamp(shorter / 4, 1, 1000)));
+    loop_->sweep.async_wait(asio::bind_executor(
+        loop_->accept_strand, [this](const asio::error_code& ec) {
+            if (ec || stopping_) return;
+            sweep();
+            armSweep();
+        }));
+}
+
+void StreamServer::sweep() {
+    const int64_t now = nowMs();
+    const auto handshake_now = Clock::now();
+    std::lock_guard<std::mutex> lock(conns_mu_);
+    for (auto& conn : conns_) {
+        if (conn->state.load() != kIdle || conn->in_handshake) continue;
+        const bool admitted = conn->admitted.load();
+        if (admitted
+                ? now - conn->idle_since_ms.load() < limits_.idle_timeout_ms
+                : handshake_now < conn->handshake_deadline) {
             continue;
         }
-        accepted_.fetch_add(1);
-        Conn* raw = conn.get();
-        conns_.push_back(std::move(conn));
-        raw->thread = std::thread([this, raw] { serve(raw); });
+        // Its request (or hello) has arrived and waits for a pool thread:
+        // its client is not idle.
+        if (hasUnreadBytes(conn->c.fd)) continue;
+        int expected = kIdle;
+        if (!conn->state.compare_exchange_strong(expected, kClosing)) continue;
+        if (admitted) {
+            idle_closed_.fetch_add(1);
+            LOG(INFO) << name_ << ": closing the connection from "
+                      << conn->c.peer << ": idle for "
+                      << limits_.idle_timeout_ms << " ms ("
+                      << limits_.key_prefix << "/idle_timeout_ms)";
+        } else {
+            // Logged before it is counted: a test that waits for the count
+            // finds the line.
+            LOG(WARNING) << name_ << ": refused the connection from "
+                         << conn->c.peer
+                         << ": auth hello: recv timed out after 0 of "
+                         << kAuthMagicBytes << " bytes (cluster token "
+                         << kAuthTokenKey << "; handshake bounded by "
+                         << limits_.key_prefix
+                         << "/frame_timeout_ms=" << limits_.frame_timeout_ms
+                         << " ms)";
+            auth_refused_.fetch_add(1);
+        }
+        // Its pending wait wakes on the shut down socket and finishes it.
+        ::shutdown(conn->c.fd, SHUT_RDWR);
     }
 }
 
-bool StreamServer::authenticate(Conn* conn) {
-    Status s = serverHandshake(conn->c.fd, limits_.auth_token,
-                               deadlineIn(limits_.frame_timeout_ms));
+bool StreamServer::authenticate(Conn& conn) {
+    Status s =
+        serverHandshake(conn.c.fd, limits_.auth_token, conn.handshake_deadline);
     if (s.ok()) return true;
     // Shut down on purpose (stop(), or evicted at max_connections): not
     // the client's failure.
-    if (stopping_ || conn->state.load() == kClosing) return false;
+    if (stopping_ || conn.state.load() == kClosing) return false;
     // Logged before it is counted: a test that waits for the count finds
     // the line.
-    LOG(WARNING) << name_ << ": refused the connection from " << conn->c.peer
+    LOG(WARNING) << name_ << ": refused the connection from " << conn.c.peer
                  << ": " << s.message() << " (cluster token " << kAuthTokenKey
                  << "; handshake bounded by " << limits_.key_prefix
                  << "/frame_timeout_ms=" << limits_.frame_timeout_ms << " ms)";
     auth_refused_.fetch_add(1);
     return false;
-}
-
-void StreamServer::serve(Conn* conn) {
-    const int fd = conn->c.fd;
-    const bool admitted = limits_.auth_token.empty() || authenticate(conn);
-    conn->idle_since_ms = nowMs();
-    while (admitted && !stopping_) {
-        if (idle_hook_) idle_hook_(conn->c);
-        Deadline idle_deadline = deadlineIn(limits_.idle_timeout_ms);
-        Status s = waitReady(fd, POLLIN, idle_deadline, "idle wait");
-        if (stopping_ || conn->state.load() == kClosing) break;
-        if (!s.ok()) {
-            if (Clock::now() >= idle_deadline) {
-                idle_closed_.fetch_add(1);
-                LOG(INFO) << name_ << ": closing the connection from "
-                          << conn->c.peer << ": idle for "
-                          << limits_.idle_timeout_ms << " ms ("
-                          << limits_.key_prefix << "/idle_timeout_ms)";
-            }
-            break;
-        }
-        // Readable with nothing to read means the peer closed: an orderly
-        // end between requests, not an error.
-        char byte;
-        ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) break;
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            break;
-        }
-        int expected = kIdle;
-        if (!conn->state.compare_exchange_strong(expected, kBusy)) break;
-        bool keep = handler_(conn->c, deadlineIn(limits_.frame_timeout_ms));
-        conn->idle_since_ms = nowMs();
-        expected = kBusy;
-        if (!keep || !conn->state.compare_exchange_strong(expected, kIdle)) {
-            break;
-        }
-    }
-    ::shutdown(fd, SHUT_RDWR);
-    conn->state = kDone;
-    wake();
 }
 
 }  // namespace mooncake::tent::net

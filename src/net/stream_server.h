@@ -3,10 +3,17 @@
 // side), with the limits that keep a hostile or broken client from hurting
 // anyone but itself.
 //
-// One accept thread plus one thread per connection. A connection is IDLE
-// while it waits for the first byte of its next request, BUSY while the
-// protocol's FrameHandler serves that request, and is closed when:
-//   - it stays idle past `<prefix>/idle_timeout_ms`;
+// Event-driven (asio): a fixed pool of `<prefix>/server_threads` threads
+// runs the accept loop, waits for every connection's next request and
+// serves it, so an open connection costs a socket, not a thread. A request
+// is served by the protocol's FrameHandler on a pool thread, blocking up
+// to its frame deadline; so at most server_threads requests are served at
+// once, and a client trickling a request holds one thread until
+// `<prefix>/frame_timeout_ms`. A connection is IDLE while it waits for the
+// first byte of its next request, BUSY while the FrameHandler serves that
+// request, and is closed when:
+//   - it stays idle past `<prefix>/idle_timeout_ms` (checked by a sweep
+//     every quarter of the shorter deadline, at most every second);
 //   - one request (reading it and writing its reply) takes longer than
 //     `<prefix>/frame_timeout_ms`: the handler gets that deadline, so a
 //     client trickling one byte at a time is dropped when it fires;
@@ -19,9 +26,10 @@
 //     waiting for an answer;
 //   - with a cluster token (ServerLimits::auth_token), the client fails the
 //     handshake of net/auth_handshake.h or does not finish it within
-//     frame_timeout_ms: closed with a WARNING naming the peer, before any
-//     of its bytes reach the FrameHandler. A connection in its handshake
-//     counts as idle, so it is the first to go at max_connections.
+//     frame_timeout_ms of being accepted: closed with a WARNING naming the
+//     peer, before any of its bytes reach the FrameHandler. A connection in
+//     its handshake counts as idle, so it is the first to go at
+//     max_connections.
 // accept() failing with EMFILE/ENFILE/ENOBUFS/ENOMEM backs off for
 // kAcceptBackoffMs instead of spinning on a listener that stays readable.
 // Requests are never allocated by what a client announces: each protocol
@@ -30,13 +38,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "net/socket_io.h"
 #include "tent/common/config.h"
@@ -53,6 +61,8 @@ struct ServerLimits {
     int idle_timeout_ms = 60000;
     int frame_timeout_ms = 10000;
     int max_connections = 256;
+    // Threads that accept, wait for and serve every connection.
+    int server_threads = 4;
     // Each accepted socket's send buffer (setSendBuffer; 0: the kernel's).
     // Not read by readServerLimits: the owner decides, as TcpTransport does
     // from transports/tcp/send_buffer_bytes.
@@ -67,10 +77,10 @@ struct ServerLimits {
     std::string auth_token;
 };
 
-// Reads <prefix>/idle_timeout_ms, <prefix>/frame_timeout_ms and
-// <prefix>/max_connections over the defaults already in `limits`; a value
-// that is not positive (or above 65536 connections) is InvalidArgument
-// naming the key.
+// Reads <prefix>/idle_timeout_ms, <prefix>/frame_timeout_ms,
+// <prefix>/max_connections and <prefix>/server_threads over the defaults
+// already in `limits`; a value that is not positive (or above 65536
+// connections, or 64 threads) is InvalidArgument naming the key.
 Status readServerLimits(const Config& conf, const std::string& prefix,
                         ServerLimits& limits);
 
@@ -95,6 +105,7 @@ class StreamServer {
         uint64_t auth_refused = 0;  // failed or unfinished token handshakes
         size_t open = 0;            // connections being served now
         size_t idle = 0;            // of which waiting for their next request
+        size_t threads = 0;         // the pool, while running
     };
 
     // `name` prefixes log lines ("RpcServer", "TcpTransport").
@@ -106,9 +117,8 @@ class StreamServer {
     // Takes ownership of the listening socket `listen_fd` (closed by
     // stop(), or here on failure). Restartable after stop().
     Status start(int listen_fd, const ServerLimits& limits);
-    // Wakes the accept loop, shuts every connection down and joins all
-    // threads; returns within the time a handler needs to notice a shut
-    // down socket.
+    // Stops accepting, shuts every connection down and joins the pool;
+    // returns within the time a handler needs to notice a shut down socket.
     void stop();
     bool running() const { return running_.load(); }
     // True from the start of stop(): a handler whose socket fails now was
@@ -118,31 +128,38 @@ class StreamServer {
     const ServerLimits& limits() const { return limits_; }
     Stats stats() const;
 
-    // Test seam, set before start(): called by a connection's thread each
-    // time the connection turns idle, before it waits for the next
-    // request, so a test can hold it there.
+    // Test seam, set before start(): called on a pool thread each time a
+    // connection turns idle, before the server waits for its next request,
+    // so a test can hold it there (holding that thread).
     using IdleHook = std::function<void(const Connection& conn)>;
     void setIdleHookForTest(IdleHook hook) { idle_hook_ = std::move(hook); }
 
  private:
     enum State : int { kIdle, kBusy, kClosing, kDone };
-    struct Conn {
-        Connection c;
-        std::thread thread;
-        std::atomic<int> state{kIdle};
-        std::atomic<int64_t> idle_since_ms{0};
-    };
+    struct Conn;  // a connection and its asio watch (stream_server.cpp)
+    struct Loop;  // the io_context, its pool, the listener's watch
+    using ConnRef = std::shared_ptr<Conn>;
 
-    void acceptLoop();
+    // On the accept strand: waits for the listener, accepts what is
+    // pending, rests kAcceptBackoffMs when out of descriptors or memory.
+    void armAccept();
+    void acceptPending();
     // Makes room for one more connection; false when none can be evicted.
+    // Caller holds conns_mu_.
     bool admit(const std::string& newcomer);
-    void serve(Conn* conn);
+    // A connection's steps, each on a pool thread, one at a time.
+    void turnIdle(const ConnRef& conn);  // the idle hook, then the wait
+    void awaitRequest(const ConnRef& conn);
+    void onReadable(const ConnRef& conn);
     // The token handshake of a new connection; false to close it.
-    bool authenticate(Conn* conn);
-    void reap(bool all);
-    void wake();
-    // Rests kAcceptBackoffMs, or less when stop() wakes the loop.
-    void backOff();
+    bool authenticate(Conn& conn);
+    // Shuts `conn` down and forgets it; its socket closes with its last
+    // reference.
+    void finish(const ConnRef& conn);
+    // Closes connections idle (or silent in their handshake) past their
+    // deadline; re-arms itself.
+    void armSweep();
+    void sweep();
 
     const std::string name_;
     const FrameHandler handler_;
@@ -153,13 +170,12 @@ class StreamServer {
     std::atomic<bool> running_{false};
     std::atomic<bool> stopping_{false};
     int listen_fd_ = -1;
-    // Written by stop() and by each finishing connection, so the accept
-    // loop wakes to leave or to join the finished thread at once.
-    int wake_pipe_[2] = {-1, -1};
-    std::thread accept_thread_;
+    std::unique_ptr<Loop> loop_;
 
     mutable std::mutex conns_mu_;
-    std::list<std::unique_ptr<Conn>> conns_;
+    std::condition_variable conns_cv_;  // conns_ emptied, accept finished
+    std::list<ConnRef> conns_;
+    bool accepting_ = false;  // under conns_mu_: the accept loop is armed
 
     std::atomic<uint64_t> accepted_{0}, refused_{0}, evicted_{0},
         idle_closed_{0}, accept_backoffs_{0}, auth_refused_{0};
