@@ -226,7 +226,7 @@ Status listenOn(uint16_t port, int& fd_out, uint16_t& bound_port,
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = htons(port);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd, 128) != 0) {
+        ::listen(fd, SOMAXCONN) != 0) {
         int err = errno;
         ::close(fd);
         if (err_out) *err_out = err;

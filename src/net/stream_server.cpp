@@ -221,6 +221,15 @@ void StreamServer::acceptPending() {
     // A bounded number per wake-up, so the strand never holds a pool
     // thread for a whole flood.
     for (int taken = 0; taken < 64 && !stopping_; ++taken) {
+        {
+            std::lock_guard<std::mutex> lock(conns_mu_);
+            if (conns_.size() >=
+                static_cast<size_t>(limits_.max_connections + kClosingSlack)) {
+                // finish() re-arms the loop once one is gone.
+                accept_paused_ = true;
+                return;
+            }
+        }
         sockaddr_in addr{};
         socklen_t len = sizeof(addr);
         int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
@@ -380,6 +389,10 @@ void StreamServer::finish(const ConnRef& conn) {
     auto it = std::find(conns_.begin(), conns_.end(), conn);
     if (it != conns_.end()) conns_.erase(it);
     if (conns_.empty()) conns_cv_.notify_all();
+    if (accept_paused_) {
+        accept_paused_ = false;
+        asio::post(loop_->accept_strand, [this] { armAccept(); });
+    }
 }
 
 void StreamServer::armSweep() {

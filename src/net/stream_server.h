@@ -57,6 +57,12 @@ namespace mooncake::tent::net {
 // connections close.
 constexpr int kAcceptBackoffMs = 100;
 
+// Accepted sockets a server may hold beyond max_connections: connections
+// closed (evicted, timed out) whose last step has not run yet. At that
+// many, accepting pauses until one is gone, so a flood of connections
+// costs at most max_connections + kClosingSlack sockets.
+constexpr int kClosingSlack = 16;
+
 struct ServerLimits {
     int idle_timeout_ms = 60000;
     int frame_timeout_ms = 10000;
@@ -176,6 +182,9 @@ class StreamServer {
     std::condition_variable conns_cv_;  // conns_ emptied, accept finished
     std::list<ConnRef> conns_;
     bool accepting_ = false;  // under conns_mu_: the accept loop is armed
+    // Under conns_mu_: accepting waits for conns_ to shrink below
+    // max_connections + kClosingSlack.
+    bool accept_paused_ = false;
 
     std::atomic<uint64_t> accepted_{0}, refused_{0}, evicted_{0},
         idle_closed_{0}, accept_backoffs_{0}, auth_refused_{0};

@@ -1,6 +1,7 @@
 // src/net: the StreamServer limits every listener in libtent shares
 // (idle and frame deadlines, the connection cap, send buffers, running
 // out of descriptors, stopping).
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include "net/net_test_support.h"
@@ -281,6 +282,51 @@ TEST(NetServerTest, StopReturnsWithBusyAndIdleConnectionsOpen) {
     EXPECT_TRUE(closedByServer(busy));
     ::close(idle);
     ::close(busy);
+}
+
+// Threads of this process now (/proc/self/task).
+size_t ownThreads() {
+    size_t n = 0;
+    DIR* dir = ::opendir("/proc/self/task");
+    if (!dir) return 0;
+    while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+    ::closedir(dir);
+    return n;
+}
+
+TEST(NetServerTest, IdleConnectionsCostNoThreads) {
+    ServerLimits limits;
+    limits.server_threads = 3;
+    const size_t before = ownThreads();
+    EchoServer echo(limits);
+    EXPECT_EQ(echo.server().stats().threads, 3u);
+    // The pool, and nothing else, whatever the connections.
+    EXPECT_EQ(ownThreads(), before + 3);
+    std::vector<int> fds;
+    for (int i = 0; i < 200; ++i) {
+        fds.push_back(connectLoopback(echo.port()));
+        ASSERT_GE(fds.back(), 0);
+    }
+    // Every one served once, then idle.
+    for (int fd : fds) EXPECT_EQ(roundTrip(fd, 'i'), "i");
+    ASSERT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.idle == 200; }));
+    EXPECT_EQ(ownThreads(), before + 3);
+    for (int fd : fds) ::close(fd);
+}
+
+TEST(NetServerTest, ServerThreadsIsReadAndBounded) {
+    Config conf;
+    conf.set("test/server_threads", 7);
+    ServerLimits limits;
+    ASSERT_TRUE(readServerLimits(conf, "test", limits).ok());
+    EXPECT_EQ(limits.server_threads, 7);
+    for (int bad : {0, 65}) {
+        conf.set("test/server_threads", bad);
+        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
+                  "test/server_threads must be in [1, 64], got " +
+                      std::to_string(bad));
+    }
 }
 
 }  // namespace

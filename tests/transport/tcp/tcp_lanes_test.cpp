@@ -2,14 +2,23 @@
 // engine in a child process: many workers and many concurrent requests to
 // one peer use at most lanes_per_peer sockets, every byte arrives, and
 // lanes killed mid-run (the target killed and started again) are closed,
-// never reused, and replaced by new ones.
+// never reused, and replaced by new ones. And the target's side: 10,000
+// connections that send nothing cost it no thread, and at most
+// max_connections sockets, while a real peer is still served.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,6 +28,8 @@
 #include "kit/descriptor_fetcher.h"
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
+#include "kit/wait_until.h"
+#include "net/stream_server.h"
 #include "tcp_test_support.h"
 #include "tent/runtime/control_plane.h"
 #include "tent/transport/tcp/tcp_transport.h"
@@ -35,14 +46,15 @@ constexpr size_t kRequests = 64;
 constexpr size_t kPiece = testing::kBufferSize / kRequests;  // 64 KiB
 constexpr int kBoundMs = 30000;
 
-// The inodes of this process's sockets (/proc/self/fd).
-std::set<unsigned long> ownSocketInodes() {
+// The inodes of the sockets of process `pid` ("self": this one).
+std::set<unsigned long> socketInodes(const std::string& pid = "self") {
     std::set<unsigned long> out;
-    DIR* dir = ::opendir("/proc/self/fd");
+    const std::string fds = "/proc/" + pid + "/fd";
+    DIR* dir = ::opendir(fds.c_str());
     if (!dir) return out;
     while (dirent* e = ::readdir(dir)) {
         char link[64];
-        std::string path = std::string("/proc/self/fd/") + e->d_name;
+        std::string path = fds + "/" + e->d_name;
         ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
         if (n <= 0) continue;
         link[n] = '\0';
@@ -56,7 +68,7 @@ std::set<unsigned long> ownSocketInodes() {
 // How many of this process's TCP sockets have remote port `port`; only
 // ESTABLISHED ones (state 01 in /proc/net/tcp) when `established`.
 size_t socketsTo(uint16_t port, bool established) {
-    const std::set<unsigned long> own = ownSocketInodes();
+    const std::set<unsigned long> own = socketInodes();
     std::ifstream in("/proc/net/tcp");
     std::string line;
     std::getline(in, line);  // the column titles
@@ -77,6 +89,17 @@ size_t socketsTo(uint16_t port, bool established) {
         ++count;
     }
     return count;
+}
+
+// Threads of process `pid` now.
+size_t threadsOf(pid_t pid) {
+    size_t n = 0;
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    DIR* dir = ::opendir(tasks.c_str());
+    if (!dir) return 0;
+    while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+    ::closedir(dir);
+    return n;
 }
 
 uint16_t portOf(const std::string& endpoint) {
@@ -104,10 +127,12 @@ class TcpLanesTest : public ::testing::Test {
 
     // Starts (or restarts) the target and opens it as segment `alias`;
     // its TCP endpoint is read from its published descriptor.
-    void startTarget(const std::string& alias, bool restart) {
+    void startTarget(const std::string& alias, bool restart,
+                     const std::string& int_conf = "") {
         std::string why;
         TargetOptions options;
         options.xport = TCP;
+        options.int_conf = int_conf;
         const TargetProcess::Started started =
             restart ? target_.restart(why) : target_.start(options, why);
         ASSERT_EQ(started, TargetProcess::Started::kReady) << why;
@@ -253,6 +278,99 @@ TEST_F(TcpLanesTest, LanesKilledMidRunAreClosedAndReplacedAfterRestart) {
     EXPECT_LE(sockets, 2u);
     EXPECT_EQ(socketsTo(old_port, false), 0u);
     EXPECT_LE(transport_.laneStats().peak_per_peer, 2);
+}
+
+// A peer opens 10,000 connections to the target's TCP listener and sends
+// nothing. The target (max_connections 256, 2 server threads) accepts
+// them, closing the longest-idle one for each newcomer: its thread count
+// never moves, its sockets stay within the cap, and every connection but
+// the last 256 is closed by it. A real peer's round trip meanwhile is
+// byte-exact.
+TEST_F(TcpLanesTest, TenThousandSilentConnectionsCostTheTargetNoThread) {
+    constexpr int kSilent = 10000;
+    constexpr int kCap = 256;
+    rlimit files{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+    if (files.rlim_max != RLIM_INFINITY && files.rlim_max < kSilent + 1024) {
+        GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << files.rlim_max
+                     << " is below the " << kSilent + 1024
+                     << " descriptors this test opens";
+    }
+    const rlim_t old_soft = files.rlim_cur;
+    files.rlim_cur = files.rlim_max;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+    struct RestoreLimit {
+        rlim_t soft;
+        ~RestoreLimit() {
+            rlimit l{};
+            ::getrlimit(RLIMIT_NOFILE, &l);
+            l.rlim_cur = soft;
+            ::setrlimit(RLIMIT_NOFILE, &l);
+        }
+    } restore{old_soft};
+
+    ASSERT_NO_FATAL_FAILURE(startTarget(
+        "peer:1", false,
+        "transports/tcp/max_connections=256,transports/tcp/server_threads=2"));
+    ASSERT_NO_FATAL_FAILURE(install(2));
+    ASSERT_NO_FATAL_FAILURE(roundTrip(31));
+    const pid_t pid = target_.pid();
+    const std::string pid_text = std::to_string(pid);
+    const size_t threads = threadsOf(pid);
+    ASSERT_GT(threads, 0u);
+    // Its listeners, the RPC connections and our two lanes.
+    const size_t handful = socketInodes(pid_text).size();
+
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(portOf(endpoint_));
+    std::vector<int> silent;
+    size_t most_threads = threads, most_sockets = handful;
+    for (int i = 0; i < kSilent; ++i) {
+        int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(fd, 0) << "socket " << i;
+        silent.push_back(fd);
+        ASSERT_EQ(
+            ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+            << "connection " << i << ": " << std::strerror(errno);
+        if (i % 1000 == 999) {
+            most_threads = std::max(most_threads, threadsOf(pid));
+            most_sockets =
+                std::max(most_sockets, socketInodes(pid_text).size());
+        }
+    }
+    // A real peer is served meanwhile, on lanes that may have been evicted
+    // for the flood and are dialled again.
+    ASSERT_NO_FATAL_FAILURE(roundTrip(32));
+    most_threads = std::max(most_threads, threadsOf(pid));
+    most_sockets = std::max(most_sockets, socketInodes(pid_text).size());
+    EXPECT_EQ(most_threads, threads) << "the target's threads moved";
+    EXPECT_LE(most_sockets, handful + kCap + net::kClosingSlack)
+        << "the target held more sockets than max_connections allows";
+
+    // Every connection beyond the cap was closed by the target: its client
+    // sees the end of the stream.
+    auto closed = [&] {
+        size_t n = 0;
+        std::vector<pollfd> fds(silent.size());
+        for (size_t i = 0; i < silent.size(); ++i) {
+            fds[i] = {silent[i], POLLIN | POLLRDHUP, 0};
+        }
+        ::poll(fds.data(), fds.size(), 0);
+        for (const pollfd& p : fds) {
+            n += (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
+        }
+        return n;
+    };
+    EXPECT_TRUE(testing::waitUntil(
+        [&] { return closed() >= static_cast<size_t>(kSilent - kCap); },
+        std::chrono::milliseconds(kBoundMs)))
+        << closed() << " of " << kSilent << " closed by the target";
+    for (int fd : silent) ::close(fd);
+    std::cout << "target threads " << threads << " (most " << most_threads
+              << "), sockets " << handful << " before, most " << most_sockets
+              << " with " << kSilent << " silent connections\n";
 }
 
 }  // namespace
