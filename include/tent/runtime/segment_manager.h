@@ -11,9 +11,14 @@
 //
 // Remote: openRemote() resolves a segment name through the fetcher and
 // assigns a SegmentID (never LOCAL_SEGMENT_ID; reopening a closed name gives
-// a fresh id). getRemoteCached() serves from a per-thread cache whose
-// entries live for `cache_ttl`; invalidateRemote() drops every thread's
-// entry for that id. A request naming memory the cached copy does not hold
+// a fresh id). Each open segment has one shared copy of its descriptor per
+// manager, valid for `cache_ttl` after the store read that filled it;
+// getRemoteCached() serves from a per-thread entry pointing at that copy
+// (a hit takes no lock), refills the entry from the shared copy, and only
+// when that is stale reads the store: one thread per segment at a time,
+// the others waiting for and taking its result, so store reads are
+// O(peers) per engine whatever the number of threads. invalidateRemote()
+// drops the shared copy and every thread's entry for that id. A request naming memory the cached copy does not hold
 // (the peer registered it after the copy was read) calls
 // refreshAfterMiss(), which re-reads the descriptor at most once per
 // segment per `miss_refresh_interval`, so a wrong address cannot make
@@ -49,6 +54,8 @@ class SegmentManager {
     // can hold them).
     struct OpenSegment;
     struct CacheEntry;
+    // The engine's one copy of an open segment's descriptor.
+    struct SharedCopy;
 
     // A caller's hold on the calling thread's cached copy of one remote
     // descriptor, for callers that keep a cache of their own per target
@@ -136,6 +143,11 @@ class SegmentManager {
         return std::chrono::milliseconds(miss_interval_ms_.load());
     }
     static constexpr int64_t kDefaultMissRefreshIntervalMs = 1000;
+    // Remote descriptors read through the fetcher (the store or the peer),
+    // openRemote()'s first reads included.
+    uint64_t remoteFetches() const {
+        return remote_fetches_.load(std::memory_order_relaxed);
+    }
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
     std::chrono::milliseconds cacheTtl() const {
@@ -145,9 +157,18 @@ class SegmentManager {
  private:
     Status lookupRemote(SegmentDescRef& desc, SegmentID handle,
                         RemoteLease* lease);
-    // Fetches and refills this thread's cache entry; getRemote() without
-    // ending any lease, for when the entry it replaces was not current.
-    Status fetchRemote(SegmentDescRef& desc, SegmentID handle);
+    // Refills this thread's cache entry from the engine's shared copy,
+    // reading the store only when that is stale (or `force`), one thread
+    // per segment at a time; getRemote() without ending any lease, for
+    // when the entry it replaces was not current.
+    Status fetchRemote(SegmentDescRef& desc, SegmentID handle,
+                       bool force = false);
+    // Reads `seg` from the store and publishes it as the shared copy;
+    // called under the segment's fetch_mu.
+    Status readStore(OpenSegment& seg, std::shared_ptr<const SharedCopy>& out);
+    void fillThreadEntry(SegmentID handle,
+                         const std::shared_ptr<OpenSegment>& seg,
+                         const SharedCopy& copy);
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,
@@ -157,6 +178,7 @@ class SegmentManager {
     std::atomic<int64_t> ttl_ms_;
     std::atomic<int64_t> miss_interval_ms_{kDefaultMissRefreshIntervalMs};
     std::atomic<uint64_t> miss_refreshes_{0};
+    std::atomic<uint64_t> remote_fetches_{0};
     const uint64_t instance_id_;
 
     mutable std::mutex local_mu_;  // guards local_ (pointer swap)
