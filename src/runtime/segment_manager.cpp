@@ -159,6 +159,8 @@ SegmentManager::SegmentManager(std::string local_segment_name,
 }
 
 SegmentManager::~SegmentManager() {
+    // No notification may reach a manager being destroyed.
+    stopWatching();
     // Lets every thread's cache prune this manager's entries.
     std::lock_guard<std::mutex> lock(remote_mu_);
     for (auto& entry : remote_) {
@@ -413,6 +415,46 @@ Status SegmentManager::invalidateRemote(SegmentID handle) {
     // After the segment's own bump: see lookupRemote().
     remote_changes_->fetch_add(1, std::memory_order_acq_rel);
     return Status::OK();
+}
+
+void SegmentManager::invalidateRemote(const std::string& segment_name) {
+    std::shared_ptr<OpenSegment> seg;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        for (const auto& entry : remote_) {
+            if (entry.second->name == segment_name) seg = entry.second;
+        }
+    }
+    if (!seg) return;
+    watch_invalidations_.fetch_add(1, std::memory_order_relaxed);
+    seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+}
+
+void SegmentManager::invalidateAllRemote() {
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        for (const auto& entry : remote_) {
+            entry.second->generation.fetch_add(1, std::memory_order_acq_rel);
+        }
+    }
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool SegmentManager::startWatching() {
+    if (!fetcher_ || watching_.load()) return watching_.load();
+    // The callbacks run on the fetcher's thread; stopWatching() (the
+    // destructor's first step) returns only once none runs, so `this`
+    // outlives them.
+    bool live = fetcher_->startWatching(
+        [this](const std::string& name) { invalidateRemote(name); },
+        [this] { invalidateAllRemote(); });
+    watching_.store(live);
+    return live;
+}
+
+void SegmentManager::stopWatching() {
+    if (fetcher_ && watching_.exchange(false)) fetcher_->stopWatching();
 }
 
 Status SegmentManager::refreshAfterMiss(SegmentDescRef& desc, SegmentID handle,

@@ -18,10 +18,10 @@
 // when that is stale reads the store: one thread per segment at a time,
 // the others waiting for and taking its result, so store reads are
 // O(peers) per engine whatever the number of threads. invalidateRemote()
-// drops the shared copy and every thread's entry for that id. A request naming memory the cached copy does not hold
-// (the peer registered it after the copy was read) calls
-// refreshAfterMiss(), which re-reads the descriptor at most once per
-// segment per `miss_refresh_interval`, so a wrong address cannot make
+// drops the shared copy and every thread's entry for that id. A request naming
+// memory the cached copy does not hold (the peer registered it after the copy
+// was read) calls refreshAfterMiss(), which re-reads the descriptor at most
+// once per segment per `miss_refresh_interval`, so a wrong address cannot make
 // every request fetch.
 #pragma once
 
@@ -42,6 +42,19 @@ class SegmentFetcher {
  public:
     virtual ~SegmentFetcher() = default;
     virtual Status fetch(const std::string& segment_name, SegmentDesc& out) = 0;
+    // Starts the change notifications of the fetcher's source, where it has
+    // them: `changed(name)` when segment `name` was written or removed
+    // there, `gap()` when notifications may have been lost (the
+    // subscription broke and is back). False (the default: p2p, http)
+    // when there are none. stopWatching() returns once no callback runs.
+    virtual bool startWatching(
+        std::function<void(const std::string& segment_name)> changed,
+        std::function<void()> gap) {
+        (void)changed;
+        (void)gap;
+        return false;
+    }
+    virtual void stopWatching() {}
 };
 
 class SegmentManager {
@@ -122,6 +135,19 @@ class SegmentManager {
     // Always fetches and refreshes the calling thread's cache.
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
     Status invalidateRemote(SegmentID handle);
+    // The same for the segment open under `segment_name` (none: nothing to
+    // do), and for every open segment.
+    void invalidateRemote(const std::string& segment_name);
+    void invalidateAllRemote();
+    // Turns the fetcher's change notifications into invalidations, so that
+    // a change is seen before the TTL runs out; false when the fetcher has
+    // none. Stopped by stopWatching() or the destructor.
+    bool startWatching();
+    void stopWatching();
+    // Notifications that invalidated an open segment.
+    uint64_t watchInvalidations() const {
+        return watch_invalidations_.load(std::memory_order_relaxed);
+    }
 
     // After a look-up in the descriptor of `handle` missed (no buffer of it
     // covers a request's range): drops every thread's cached copy and
@@ -179,6 +205,8 @@ class SegmentManager {
     std::atomic<int64_t> miss_interval_ms_{kDefaultMissRefreshIntervalMs};
     std::atomic<uint64_t> miss_refreshes_{0};
     std::atomic<uint64_t> remote_fetches_{0};
+    std::atomic<uint64_t> watch_invalidations_{0};
+    std::atomic<bool> watching_{false};
     const uint64_t instance_id_;
 
     mutable std::mutex local_mu_;  // guards local_ (pointer swap)
