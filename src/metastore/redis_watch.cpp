@@ -111,7 +111,11 @@ class RedisWatch : public MetaStoreWatch {
             if (redisGetReplyFromReader(ctx, &raw) != REDIS_OK) break;
             if (raw == nullptr) {
                 pollfd fds[2] = {{ctx->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-                if (::poll(fds, 2, -1) < 0 && errno != EINTR) break;
+                // Bounded as well, so that stop_ alone ends the wait within
+                // metadata/store_timeout_ms should a wake-up be lost.
+                if (::poll(fds, 2, options_.timeout_ms) < 0 && errno != EINTR) {
+                    break;
+                }
                 if (fds[1].revents != 0 || stop_.load()) break;
                 if (fds[0].revents != 0 && redisBufferRead(ctx) != REDIS_OK) {
                     LOG(WARNING)

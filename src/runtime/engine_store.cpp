@@ -87,11 +87,16 @@ Status TransferEngineImpl::startPublishing() {
     // The store's change notifications invalidate peers' descriptors as
     // they change; the TTL is then only the backstop for what they miss
     // (a key that expired with its writer), so it defaults longer.
+    const int64_t watch_ttl_ms = conf_->get<int64_t>(
+        "metadata/watch_cache_ttl_ms", kDefaultWatchCacheTtlMs);
+    if (watch_ttl_ms < 0) {
+        return Status::InvalidArgument(
+            "metadata/watch_cache_ttl_ms must not be negative, got " +
+            std::to_string(watch_ttl_ms));
+    }
     if (conf_->get("metadata/watch", true) && segments_->startWatching()) {
         if (!conf_->contains("metadata/cache_ttl_ms")) {
-            segments_->setCacheTtl(
-                std::chrono::milliseconds(conf_->get<int64_t>(
-                    "metadata/watch_cache_ttl_ms", kDefaultWatchCacheTtlMs)));
+            segments_->setCacheTtl(std::chrono::milliseconds(watch_ttl_ms));
         }
         LOG(INFO) << "TransferEngine: watching the " << store_->type()
                   << " store for segment changes; metadata/cache_ttl_ms="
