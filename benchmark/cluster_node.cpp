@@ -24,6 +24,7 @@
 #include <glog/logging.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,12 @@ DEFINE_int32(pair_timeout_ms, 60000,
              "unrecovered");
 DEFINE_string(control_dir, "",
               "where the script creates \"go\" and \"release\" (required)");
+DEFINE_int32(steady_s, 0,
+             "after the pairs, keep writing to every peer from "
+             "--steady_threads threads, segments held open, until "
+             "<control_dir>/steady_end appears (the script measures the "
+             "store's reads meanwhile); 0: no steady phase");
+DEFINE_int32(steady_threads, 4, "submitting threads of the steady phase");
 DEFINE_int32(hold_at_pair, 0,
              "after this many pairs, wait for <control_dir>/go (0: never)");
 DEFINE_int32(hold_timeout_ms, 600000,
@@ -267,8 +274,12 @@ class Node {
         }
     }
 
- private:
+    // The slot this node writes (a fill no peer checks in the steady
+    // phase), shared read-only by the steady threads.
+    void* source() { return source_; }
+
     // One request, waited for within --transfer_timeout_ms.
+
     bool transfer(Request::OpCode op, void* local, SegmentID handle,
                   uint64_t remote, std::string& why) {
         BatchID batch = engine_.allocateBatch(1);
@@ -313,6 +324,7 @@ class Node {
         return true;
     }
 
+ private:
     TransferEngine& engine_;
     uint64_t* buffer_;
     const size_t words_;
@@ -346,6 +358,55 @@ bool validFlags() {
 }
 
 }  // namespace
+
+// The steady phase: nothing changes in the cluster while
+// --steady_threads threads write to every peer in turn over segments held
+// open, so that only the engine's descriptor cache decides how often the
+// store is read. "STEADY" tells the script the phase began; it ends when
+// <control_dir>/steady_end appears (bounded by --hold_timeout_ms).
+bool runSteady(TransferEngine& engine, Node& node, uint64_t& transfers,
+               uint64_t& failed) {
+    const int self = FLAGS_index;
+    std::vector<SegmentID> handles;
+    std::vector<uint64_t> remotes;
+    for (int k = 1; k < FLAGS_nodes; ++k) {
+        SegmentID handle = 0;
+        uint64_t base = 0;
+        std::string why;
+        if (!node.open((self + k) % FLAGS_nodes, handle, base, why)) {
+            std::cerr << nodeName(self) << ": steady phase: " << why
+                      << std::endl;
+            return false;
+        }
+        handles.push_back(handle);
+        remotes.push_back(base + self * FLAGS_slot_bytes);
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> ok{0}, bad{0};
+    std::vector<std::thread> threads;
+    std::cout << "STEADY" << std::endl;
+    for (int t = 0; t < FLAGS_steady_threads; ++t) {
+        threads.emplace_back([&, t] {
+            for (size_t i = t; !stop.load(); ++i) {
+                const size_t p = i % handles.size();
+                std::string why;
+                if (node.transfer(Request::WRITE, node.source(), handles[p],
+                                  remotes[p], why)) {
+                    ++ok;
+                } else {
+                    ++bad;
+                }
+            }
+        });
+    }
+    const bool ended = waitForFile(FLAGS_control_dir + "/steady_end");
+    stop = true;
+    for (auto& t : threads) t.join();
+    for (SegmentID handle : handles) engine.closeSegment(handle);
+    transfers = ok.load();
+    failed = bad.load();
+    return ended;
+}
 
 int main(int argc, char** argv) {
     gflags::SetUsageMessage("one engine of scripts/cluster_check.sh");
@@ -415,6 +476,12 @@ int main(int argc, char** argv) {
     }
     const int64_t pairs_ms = msSince(pairs_start) - held_ms;
 
+    uint64_t steady_transfers = 0, steady_failed = 0;
+    if (FLAGS_steady_s > 0 &&
+        !runSteady(engine, node, steady_transfers, steady_failed)) {
+        return 1;
+    }
+
     long fds = 0, sockets = 0;
     countFds(fds, sockets);
     std::cout << "CLUSTER_NODE node=" << nodeName(self) << " pid=" << getpid()
@@ -429,7 +496,9 @@ int main(int argc, char** argv) {
               << " vmhwm_kb=" << procStatusField("VmHWM")
               << " vmrss_kb=" << procStatusField("VmRSS") << " fds=" << fds
               << " sockets=" << sockets
-              << " threads=" << procStatusField("Threads") << std::endl;
+              << " threads=" << procStatusField("Threads")
+              << " steady_transfers=" << steady_transfers
+              << " steady_failed=" << steady_failed << std::endl;
 
     // Keep serving until the script says every node is done with us.
     const bool released = waitForFile(FLAGS_control_dir + "/release");

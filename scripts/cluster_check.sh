@@ -23,6 +23,12 @@
 #   SLOT_BYTES [65536]  bytes per transfer
 #   KILL_NODE [NODES/2]  the node killed midway; -1 kills none
 #   OUTAGE_S [2]  how long the killed node stays down
+#   STEADY_S [0]  after the pairs, the nodes keep writing to every peer
+#     (STEADY_THREADS [4] threads each, segments held open, nothing
+#     changing) for STEADY_S seconds, and the store's own read counts over
+#     that window are printed with engines, peers and reads per engine per
+#     peer (Redis INFO commandstats EVAL calls; etcd /metrics
+#     etcd_debugging_mvcc_range_total). Use with KILL_NODE=-1.
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
 #   PAIR_TIMEOUT_MS [60000]  the nodes' --pair_timeout_ms: how long a pair
 #     may keep failing (across the outage) before it counts as unrecovered
@@ -46,6 +52,8 @@ TRANSPORTS="${TRANSPORTS:-tcp mpcomm}"
 SLOT_BYTES="${SLOT_BYTES:-65536}"
 KILL_NODE="${KILL_NODE:-$((NODES / 2))}"
 OUTAGE_S="${OUTAGE_S:-2}"
+STEADY_S="${STEADY_S:-0}"
+STEADY_THREADS="${STEADY_THREADS:-4}"
 RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-900}"
 PAIR_TIMEOUT_MS="${PAIR_TIMEOUT_MS:-60000}"
 BIN_TCP="${BIN_TCP:-$ROOT/build/benchmark/tent_cluster_node}"
@@ -68,6 +76,11 @@ skip() {
 }
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_uint "$NODES" && [ "$NODES" -ge 2 ] || die "NODES must be an integer >= 2, got '$NODES'"
+is_uint "$STEADY_S" || die "STEADY_S must be an integer >= 0, got '$STEADY_S'"
+is_uint "$STEADY_THREADS" && [ "$STEADY_THREADS" -ge 1 ] ||
+  die "STEADY_THREADS must be an integer >= 1, got '$STEADY_THREADS'"
+[ "$STEADY_S" -gt 0 ] && [ "$KILL_NODE" -ge 0 ] &&
+  die "STEADY_S needs KILL_NODE=-1 (nothing may change while reads are counted)"
 [[ "$KILL_NODE" =~ ^-?[0-9]+$ ]] && [ "$KILL_NODE" -lt "$NODES" ] ||
   die "KILL_NODE must be -1 or in [0, $((NODES - 1))], got '$KILL_NODE'"
 is_uint "$OUTAGE_S" || die "OUTAGE_S must be whole seconds, got '$OUTAGE_S'"
@@ -168,6 +181,20 @@ store_keys() {
   fi
 }
 
+# store_reads TYPE: the store's count of key reads so far (Redis: EVAL
+# calls: the client's bounded get is an EVAL, and nothing else the engines
+# send is one while nothing changes; the GET it runs inside is counted by
+# Redis as well, so GET calls are not added; etcd: range requests).
+store_reads() {
+  if [ "$1" = redis ]; then
+    redis-cli -p "${STORE_ADDR#*:}" info commandstats |
+      awk -F'[:=,]' '/^cmdstat_(eval|evalsha):/ {n += $3} END {print n + 0}'
+  else
+    curl -sf "http://$STORE_ADDR/metrics" |
+      awk '/^etcd_debugging_mvcc_range_total / {print int($2)}'
+  fi
+}
+
 # start_node I LOG: launches node I in the background; sets LAST_PID.
 start_node() {
   local i="$1" log="$2" port
@@ -176,7 +203,8 @@ start_node() {
     --metadata_servers="$STORE_ADDR" --index="$i" --nodes="$NODES" \
     --transport="$XPORT" --slot_bytes="$SLOT_BYTES" \
     --control_dir="$RUN/control" --hold_at_pair="$HOLD" \
-    --pair_timeout_ms="$PAIR_TIMEOUT_MS" \
+    --pair_timeout_ms="$PAIR_TIMEOUT_MS" --steady_s="$STEADY_S" \
+    --steady_threads="$STEADY_THREADS" \
     >"$log.out" 2>"$log.err" &
   LAST_PID=$!
 }
@@ -277,6 +305,25 @@ run_one() {
     start_node "$KILL_NODE" "$RUN/node-$KILL_NODE.restart"
     NODE_PIDS[$KILL_NODE]="$LAST_PID"
     logs[$KILL_NODE]="$RUN/node-$KILL_NODE.restart"
+  fi
+  if [ "$STEADY_S" -gt 0 ]; then
+    until [ "$(cat "$RUN"/node-*.out 2>/dev/null | grep -c '^STEADY$')" -ge "$NODES" ]; do
+      if [ "$SECONDS" -ge "$deadline" ] || [ "$(alive_count)" -lt "$NODES" ]; then
+        echo "FAIL: not every node began the steady phase (logs: $RUN)"
+        return 1
+      fi
+      sleep 0.2
+    done
+    local reads0 reads1 reads peers=$((NODES - 1))
+    reads0="$(store_reads "$STORE")"
+    sleep "$STEADY_S"  # the measured window itself, not a synchronisation
+    reads1="$(store_reads "$STORE")"
+    touch "$RUN/control/steady_end"
+    reads=$((reads1 - reads0))
+    echo "steady ${STEADY_S}s: store reads $reads, engines $NODES, peers per engine $peers," \
+      "threads per engine $STEADY_THREADS; reads per engine per peer" \
+      "$(awk -v r="$reads" -v e="$NODES" -v p="$peers" 'BEGIN {printf "%.2f", r / (e * p)}')," \
+      "per second $(awk -v r="$reads" -v s="$STEADY_S" 'BEGIN {printf "%.1f", r / s}')"
   fi
   # Release the nodes once each has printed its summary (or died).
   local waiting=1

@@ -2,6 +2,7 @@
 // life is a PX expiry set on every write and extended by keepAlive()
 // (PEXPIRE). The compare-and-write steps are Lua scripts, which Redis runs
 // atomically.
+#include <glog/logging.h>
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
@@ -74,12 +75,14 @@ class RedisStore : public MetaStore {
         if (expected.empty()) {
             CHECK_STATUS(run({"SET", key, value, "NX", "PX", ttl}, reply));
             swapped = reply->type == REDIS_REPLY_STATUS;
+            if (swapped) announce(key);
             return Status::OK();
         }
         CHECK_STATUS(
             run({"EVAL", kCompareAndSetScript, "1", key, expected, value, ttl},
                 reply));
         swapped = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+        if (swapped) announce(key);
         return Status::OK();
     }
 
@@ -89,6 +92,7 @@ class RedisStore : public MetaStore {
         CHECK_STATUS(
             run({"EVAL", kCompareAndRemoveScript, "1", key, expected}, reply));
         removed = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+        if (removed) announce(key);
         return Status::OK();
     }
 
@@ -100,7 +104,26 @@ class RedisStore : public MetaStore {
         return Status::OK();
     }
 
+    Status watch(const std::string& prefix, KeyChanged changed,
+                 std::function<void()> gap,
+                 std::unique_ptr<MetaStoreWatch>& out) override {
+        out = startRedisWatch(servers_, options_, prefix, std::move(changed),
+                              std::move(gap));
+        return Status::OK();
+    }
+
  private:
+    // Tells the watches a key changed. A lost announcement costs readers
+    // only staleness up to their cache TTL, so it fails nothing.
+    void announce(const std::string& key) {
+        ReplyPtr reply;
+        Status s = run({"PUBLISH", kRedisChangeChannel, key}, reply);
+        if (!s.ok()) {
+            LOG(WARNING) << "redis: change of " << key
+                         << " not announced: " << s.message();
+        }
+    }
+
     std::string where(size_t server) const {
         return "redis at " + servers_[server] + " (metadata/store_timeout_ms=" +
                std::to_string(options_.timeout_ms) + ")";

@@ -13,6 +13,11 @@
 
 namespace mooncake::tent {
 
+namespace {
+// metadata/cache_ttl_ms when a store watch is live and the key is not set.
+constexpr int64_t kDefaultWatchCacheTtlMs = 60000;
+}  // namespace
+
 Status TransferEngineImpl::openMetadataStore(
     const std::string& type, std::shared_ptr<SegmentFetcher>& fetcher) {
     MetaStoreOptions options;
@@ -21,6 +26,13 @@ Status TransferEngineImpl::openMetadataStore(
     options.ttl_ms = conf_->get("metadata/ttl_ms", options.ttl_ms);
     options.max_value_bytes =
         conf_->get("metadata/max_value_bytes", options.max_value_bytes);
+    options.watch_reconnect_max_ms = conf_->get(
+        "metadata/watch_reconnect_max_ms", options.watch_reconnect_max_ms);
+    if (options.watch_reconnect_max_ms <= 0) {
+        return Status::InvalidArgument(
+            "metadata/watch_reconnect_max_ms must be positive, got " +
+            std::to_string(options.watch_reconnect_max_ms));
+    }
     const std::string servers = conf_->get("metadata_servers", "");
     std::shared_ptr<MetaStore> store;
     CHECK_STATUS(MetaStore::Create(type, servers, options, store));
@@ -72,11 +84,32 @@ Status TransferEngineImpl::startPublishing() {
     segments_->setPublishListener([publisher] {
         if (auto live = publisher.lock()) live->publishChange();
     });
+    // The store's change notifications invalidate peers' descriptors as
+    // they change; the TTL is then only the backstop for what they miss
+    // (a key that expired with its writer), so it defaults longer.
+    const int64_t watch_ttl_ms = conf_->get<int64_t>(
+        "metadata/watch_cache_ttl_ms", kDefaultWatchCacheTtlMs);
+    if (watch_ttl_ms < 0) {
+        return Status::InvalidArgument(
+            "metadata/watch_cache_ttl_ms must not be negative, got " +
+            std::to_string(watch_ttl_ms));
+    }
+    if (conf_->get("metadata/watch", true) && segments_->startWatching()) {
+        if (!conf_->contains("metadata/cache_ttl_ms")) {
+            segments_->setCacheTtl(std::chrono::milliseconds(watch_ttl_ms));
+        }
+        LOG(INFO) << "TransferEngine: watching the " << store_->type()
+                  << " store for segment changes; metadata/cache_ttl_ms="
+                  << segments_->cacheTtl().count();
+    }
     return Status::OK();
 }
 
 void TransferEngineImpl::stopPublishing() {
-    if (segments_) segments_->setPublishListener(nullptr);
+    if (segments_) {
+        segments_->setPublishListener(nullptr);
+        segments_->stopWatching();
+    }
     if (publisher_) publisher_->stop();
     publisher_.reset();
 }

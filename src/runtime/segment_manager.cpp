@@ -10,6 +10,13 @@
 
 namespace mooncake::tent {
 
+struct SegmentManager::SharedCopy {
+    SegmentDescRef desc;
+    CacheClock::time_point expiry;
+    // The segment's generation when the store read began.
+    uint64_t generation = 0;
+};
+
 struct SegmentManager::OpenSegment {
     explicit OpenSegment(std::string n) : name(std::move(n)) {}
     const std::string name;
@@ -26,6 +33,31 @@ struct SegmentManager::OpenSegment {
     // however recently the segment was opened.
     static constexpr int64_t kNever = std::numeric_limits<int64_t>::min();
     std::atomic<int64_t> last_miss_refresh_ns{kNever};
+
+    // The engine's one copy of the descriptor, shared by every thread: a
+    // thread's own entry is filled from it, and only a thread that finds
+    // it stale reads the store. Immutable once published; swapped with
+    // std::atomic_load/atomic_store, which libstdc++ guards with a pool
+    // mutex held for a pointer copy. Only a thread-cache miss (once per
+    // TTL per thread, or after an invalidation) pays that; hits never do.
+    std::shared_ptr<const SharedCopy> shared;
+    // Held across a store read so that of the threads finding `shared`
+    // stale at once, one reads and the others take its result.
+    std::mutex fetch_mu;
+
+    std::shared_ptr<const SharedCopy> sharedCopy() const {
+        return std::atomic_load_explicit(&shared, std::memory_order_acquire);
+    }
+    void publish(std::shared_ptr<const SharedCopy> copy) {
+        std::atomic_store_explicit(&shared, std::move(copy),
+                                   std::memory_order_release);
+    }
+    // Whether a copy may be handed out at `now`.
+    bool current(const SharedCopy* copy, CacheClock::time_point now) const {
+        return copy != nullptr &&
+               copy->generation == generation.load(std::memory_order_acquire) &&
+               now < copy->expiry;
+    }
 };
 
 struct SegmentManager::CacheEntry {
@@ -127,6 +159,8 @@ SegmentManager::SegmentManager(std::string local_segment_name,
 }
 
 SegmentManager::~SegmentManager() {
+    // No notification may reach a manager being destroyed.
+    stopWatching();
     // Lets every thread's cache prune this manager's entries.
     std::lock_guard<std::mutex> lock(remote_mu_);
     for (auto& entry : remote_) {
@@ -199,6 +233,7 @@ Status SegmentManager::openRemote(SegmentID& handle,
                                        ": no segment fetcher configured");
     }
     auto desc = std::make_shared<SegmentDesc>();
+    remote_fetches_.fetch_add(1, std::memory_order_relaxed);
     Status status = fetcher_->fetch(segment_name, *desc);
     if (!status.ok()) {
         return Status(status.code(), "cannot open segment " + segment_name +
@@ -218,13 +253,12 @@ Status SegmentManager::openRemote(SegmentID& handle,
         id = next_id_++;
         remote_[id] = seg;
     }
-    ThreadCache& cache = threadCache();
-    pruneThreadCache(cache);
-    CacheEntry& entry = cache[{instance_id_, id}];
-    entry.desc = std::move(desc);
-    entry.expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
-    entry.generation = seg->generation.load(std::memory_order_acquire);
-    entry.segment = seg;
+    auto copy = std::make_shared<SharedCopy>();
+    copy->desc = std::move(desc);
+    copy->expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
+    copy->generation = seg->generation.load(std::memory_order_acquire);
+    seg->publish(copy);
+    fillThreadEntry(id, seg, *copy);
     handle = id;
     return Status::OK();
 }
@@ -301,7 +335,7 @@ Status SegmentManager::lookupRemote(SegmentDescRef& desc, SegmentID handle,
 }
 
 Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {
-    CHECK_STATUS(fetchRemote(desc, handle));
+    CHECK_STATUS(fetchRemote(desc, handle, /*force=*/true));
     // This thread's entry may have changed while it was current, which a
     // lease on it must not miss; the count is one number, so every other
     // lease ends too (explicit refreshes are rare: getSegmentInfo()).
@@ -311,31 +345,66 @@ Status SegmentManager::getRemote(SegmentDescRef& desc, SegmentID handle) {
     return Status::OK();
 }
 
-Status SegmentManager::fetchRemote(SegmentDescRef& desc, SegmentID handle) {
+Status SegmentManager::fetchRemote(SegmentDescRef& desc, SegmentID handle,
+                                   bool force) {
     if (handle == LOCAL_SEGMENT_ID) {
         desc = getLocal();
         return Status::OK();
     }
     std::shared_ptr<OpenSegment> seg;
     CHECK_STATUS(findRemote(handle, seg));
-    // Read before fetching: an invalidation that races with the fetch leaves
-    // the entry stale, so the next call fetches again instead of trusting it.
-    uint64_t generation = seg->generation.load(std::memory_order_acquire);
-    auto fetched = std::make_shared<SegmentDesc>();
-    Status status = fetcher_->fetch(seg->name, *fetched);
-    if (!status.ok()) {
-        return Status(status.code(), "cannot fetch segment " + seg->name +
-                                         ": " + std::string(status.message()));
+    std::shared_ptr<const SharedCopy> copy;
+    if (!force) {
+        copy = seg->sharedCopy();
+        if (!seg->current(copy.get(), cacheNow())) copy.reset();
     }
+    if (!copy) {
+        std::lock_guard<std::mutex> lock(seg->fetch_mu);
+        // Another thread may have read the store while this one waited.
+        if (!force) {
+            copy = seg->sharedCopy();
+            if (!seg->current(copy.get(), cacheNow())) copy.reset();
+        }
+        if (!copy) CHECK_STATUS(readStore(*seg, copy));
+    }
+    fillThreadEntry(handle, seg, *copy);
+    desc = copy->desc;
+    return Status::OK();
+}
+
+Status SegmentManager::readStore(OpenSegment& seg,
+                                 std::shared_ptr<const SharedCopy>& out) {
+    // Read before fetching: an invalidation that races with the fetch leaves
+    // the copy stale, so the next call fetches again instead of trusting it.
+    uint64_t generation = seg.generation.load(std::memory_order_acquire);
+    auto fetched = std::make_shared<SegmentDesc>();
+    remote_fetches_.fetch_add(1, std::memory_order_relaxed);
+    Status status = fetcher_->fetch(seg.name, *fetched);
+    if (!status.ok()) {
+        return Status(status.code(), "cannot fetch segment " + seg.name + ": " +
+                                         std::string(status.message()));
+    }
+    auto copy = std::make_shared<SharedCopy>();
+    copy->desc = std::move(fetched);
+    copy->expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
+    copy->generation = generation;
+    seg.publish(copy);
+    out = std::move(copy);
+    return Status::OK();
+}
+
+void SegmentManager::fillThreadEntry(SegmentID handle,
+                                     const std::shared_ptr<OpenSegment>& seg,
+                                     const SharedCopy& copy) {
     ThreadCache& cache = threadCache();
     pruneThreadCache(cache);
     CacheEntry& entry = cache[{instance_id_, handle}];
-    entry.desc = fetched;
-    entry.expiry = cacheNow() + std::chrono::milliseconds(ttl_ms_.load());
-    entry.generation = generation;
+    entry.desc = copy.desc;
+    // The shared copy's expiry, not a fresh TTL: the TTL bounds how long
+    // ago the store was read, however late a thread takes the copy.
+    entry.expiry = copy.expiry;
+    entry.generation = copy.generation;
     entry.segment = seg;
-    desc = std::move(fetched);
-    return Status::OK();
 }
 
 Status SegmentManager::invalidateRemote(SegmentID handle) {
@@ -346,6 +415,46 @@ Status SegmentManager::invalidateRemote(SegmentID handle) {
     // After the segment's own bump: see lookupRemote().
     remote_changes_->fetch_add(1, std::memory_order_acq_rel);
     return Status::OK();
+}
+
+void SegmentManager::invalidateRemote(const std::string& segment_name) {
+    std::shared_ptr<OpenSegment> seg;
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        for (const auto& entry : remote_) {
+            if (entry.second->name == segment_name) seg = entry.second;
+        }
+    }
+    if (!seg) return;
+    watch_invalidations_.fetch_add(1, std::memory_order_relaxed);
+    seg->generation.fetch_add(1, std::memory_order_acq_rel);
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+}
+
+void SegmentManager::invalidateAllRemote() {
+    {
+        std::lock_guard<std::mutex> lock(remote_mu_);
+        for (const auto& entry : remote_) {
+            entry.second->generation.fetch_add(1, std::memory_order_acq_rel);
+        }
+    }
+    remote_changes_->fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool SegmentManager::startWatching() {
+    if (!fetcher_ || watching_.load()) return watching_.load();
+    // The callbacks run on the fetcher's thread; stopWatching() (the
+    // destructor's first step) returns only once none runs, so `this`
+    // outlives them.
+    bool live = fetcher_->startWatching(
+        [this](const std::string& name) { invalidateRemote(name); },
+        [this] { invalidateAllRemote(); });
+    watching_.store(live);
+    return live;
+}
+
+void SegmentManager::stopWatching() {
+    if (fetcher_ && watching_.exchange(false)) fetcher_->stopWatching();
 }
 
 Status SegmentManager::refreshAfterMiss(SegmentDescRef& desc, SegmentID handle,

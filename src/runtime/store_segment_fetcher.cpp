@@ -65,3 +65,38 @@ Status StoreSegmentFetcher::fetch(const std::string& segment_name,
 }
 
 }  // namespace mooncake::tent
+
+namespace mooncake::tent {
+
+bool StoreSegmentFetcher::startWatching(
+    std::function<void(const std::string&)> changed,
+    std::function<void()> gap) {
+    const std::string prefix = storeSegmentKey("");
+    std::unique_ptr<MetaStoreWatch> watch;
+    Status s = store_->watch(
+        prefix,
+        [prefix, changed = std::move(changed)](const std::string& key) {
+            changed(key.substr(prefix.size()));
+        },
+        std::move(gap), watch);
+    if (!s.ok()) return false;
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_ = std::move(watch);
+    return true;
+}
+
+void StoreSegmentFetcher::stopWatching() {
+    std::unique_ptr<MetaStoreWatch> watch;
+    {
+        std::lock_guard<std::mutex> lock(watch_mu_);
+        watch = std::move(watch_);
+    }
+    // Joined outside the lock: its callbacks never take it.
+}
+
+uint64_t StoreSegmentFetcher::watchConnects() const {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    return watch_ ? watch_->connects() : 0;
+}
+
+}  // namespace mooncake::tent

@@ -29,12 +29,21 @@ class StoreSegmentFetcher : public SegmentFetcher {
         : store_(std::move(store)), health_(std::move(health)) {}
 
     Status fetch(const std::string& segment_name, SegmentDesc& out) override;
+    // The store's watch on the segment keys (MetaStore::watch), where the
+    // store has one.
+    bool startWatching(std::function<void(const std::string&)> changed,
+                       std::function<void()> gap) override;
+    void stopWatching() override;
+    // The live watch's subscriptions and notifications (0 without one).
+    uint64_t watchConnects() const;
 
  private:
     std::shared_ptr<MetaStore> store_;
     std::shared_ptr<StoreHealth> health_;
     std::mutex mu_;  // guards last_read_; never held across a store call
     std::unordered_map<std::string, SegmentDesc> last_read_;
+    mutable std::mutex watch_mu_;  // guards watch_
+    std::unique_ptr<MetaStoreWatch> watch_;
 };
 
 }  // namespace mooncake::tent

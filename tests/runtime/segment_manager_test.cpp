@@ -242,15 +242,16 @@ TEST(SegmentManagerTest, ALeaseIsCurrentExactlyWhileTheCachedCopyStands) {
     EXPECT_TRUE(lease.current(now));
     EXPECT_FALSE(lease.current(now + milliseconds(3600 * 1000 + 1)));
 
-    // Another thread's lease is its own: filling it fetches there, and
-    // leaves this one standing.
+    // Another thread's lease is its own: filling it takes the engine's
+    // shared copy (no fetch), and leaves this one standing.
     std::thread([&] {
         SegmentManager::RemoteLease theirs;
         SegmentDescRef d;
         ASSERT_TRUE(mgr.getRemoteCached(d, id, theirs).ok());
         EXPECT_TRUE(theirs.current(SegmentManager::cacheNow()));
+        EXPECT_EQ(d, fresh);
     }).join();
-    EXPECT_EQ(fetcher->calls(), 4);
+    EXPECT_EQ(fetcher->calls(), 3);
     EXPECT_TRUE(lease.current(now));
 
     ASSERT_TRUE(mgr.closeRemote(id).ok());
@@ -320,7 +321,7 @@ TEST(SegmentManagerTest, SetCacheTtlAppliesToNewEntries) {
     EXPECT_EQ(fetcher->calls(), 3);
 }
 
-TEST(SegmentManagerTest, EachThreadHasItsOwnCache) {
+TEST(SegmentManagerTest, ThreadsShareOneCopyPerEngine) {
     auto fetcher = DescriptorFetcher::numberedFetches();
     SegmentManager mgr("local", fetcher, milliseconds(3600 * 1000));
     SegmentID id = 0;
@@ -335,25 +336,30 @@ TEST(SegmentManagerTest, EachThreadHasItsOwnCache) {
         ASSERT_TRUE(mgr.getRemoteCached(theirs, id).ok());
     });
     other.join();
-    EXPECT_EQ(fetcher->calls(), 2);
-    EXPECT_EQ(theirs->getMemory().transport_attrs.at(TCP), "fetch#2");
+    EXPECT_EQ(fetcher->calls(), 1);
+    EXPECT_EQ(theirs, mine);
+    EXPECT_EQ(mgr.remoteFetches(), 1u);
 
-    // An invalidation from this thread drops the other thread's entry too.
+    // An invalidation from this thread drops the other thread's entry and
+    // the shared copy: the next look-up anywhere reads the store once.
     std::promise<void> filled, invalidated;
     std::thread holder([&] {
         SegmentDescRef d;
-        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // fetch #3
+        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // shared copy
         filled.set_value();
         invalidated.get_future().wait();
-        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // fetch #4
-        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#4");
+        EXPECT_TRUE(mgr.getRemoteCached(d, id).ok());  // fetch #2
+        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#2");
     });
     filled.get_future().wait();
-    EXPECT_EQ(fetcher->calls(), 3);
+    EXPECT_EQ(fetcher->calls(), 1);
     ASSERT_TRUE(mgr.invalidateRemote(id).ok());
     invalidated.set_value();
     holder.join();
-    EXPECT_EQ(fetcher->calls(), 4);
+    EXPECT_EQ(fetcher->calls(), 2);
+    ASSERT_TRUE(mgr.getRemoteCached(mine, id).ok());
+    EXPECT_EQ(mine->getMemory().transport_attrs.at(TCP), "fetch#2");
+    EXPECT_EQ(fetcher->calls(), 2);
 }
 
 TEST(SegmentManagerTest, ManagersDoNotShareCacheEntries) {
@@ -417,19 +423,19 @@ TEST(SegmentManagerTest, AMissRereadsOncePerSegmentPerInterval) {
     std::promise<void> filled, reread;
     std::thread holder([&] {
         SegmentDescRef d;
-        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // fetch #4
+        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // shared copy, #2
         filled.set_value();
         reread.get_future().wait();
-        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // fetch #6
-        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#6");
+        EXPECT_TRUE(mgr.getRemoteCached(d, b).ok());  // the re-read, #4
+        EXPECT_EQ(d->getMemory().transport_attrs.at(TCP), "fetch#4");
     });
     filled.get_future().wait();
-    EXPECT_TRUE(mgr.refreshAfterMiss(desc, b, refreshed).ok());  // #5
+    EXPECT_TRUE(mgr.refreshAfterMiss(desc, b, refreshed).ok());  // #4
     EXPECT_TRUE(refreshed);
     EXPECT_EQ(mgr.missRefreshes(), 2u);
     reread.set_value();
     holder.join();
-    EXPECT_EQ(fetcher->calls(), 6);
+    EXPECT_EQ(fetcher->calls(), 4);
     // The local segment is always current.
     ASSERT_TRUE(mgr.refreshAfterMiss(desc, LOCAL_SEGMENT_ID, refreshed).ok());
     EXPECT_FALSE(refreshed);
@@ -444,7 +450,7 @@ TEST(SegmentManagerTest, AMissRereadsOncePerSegmentPerInterval) {
         EXPECT_TRUE(refreshed);
     }
     EXPECT_EQ(mgr.missRefreshes(), 5u);
-    EXPECT_EQ(fetcher->calls(), 9);
+    EXPECT_EQ(fetcher->calls(), 7);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 //   errors.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,21 @@ struct MetaStoreOptions {
     int timeout_ms = kDefaultTimeoutMs;
     int ttl_ms = kDefaultTtlMs;
     int64_t max_value_bytes = kDefaultMaxValueBytes;
+    // metadata/watch_reconnect_max_ms: the longest wait between two
+    // attempts to re-establish a broken change subscription (the waits
+    // start at 100 ms and double up to this).
+    static constexpr int kDefaultWatchReconnectMaxMs = 5000;
+    int watch_reconnect_max_ms = kDefaultWatchReconnectMaxMs;
+};
+
+// A live subscription to a store's change notifications (MetaStore::watch);
+// destroying it stops it, waiting at most metadata/store_timeout_ms.
+class MetaStoreWatch {
+ public:
+    virtual ~MetaStoreWatch() = default;
+    // Subscriptions (re-)established so far, and notifications delivered.
+    virtual uint64_t connects() const = 0;
+    virtual uint64_t notifications() const = 0;
 };
 
 class MetaStore {
@@ -65,6 +81,23 @@ class MetaStore {
     // left out, the path defaults to /metadata) into full URLs.
     static Status parseHttpServers(const std::string& servers,
                                    std::vector<std::string>& out);
+
+    // Calls `changed(key)` on a thread of the watch for each key under
+    // `prefix` written or removed through any client of this store, and
+    // `gap()` each time the subscription is re-established after it broke
+    // (notifications may have been lost meanwhile). NotImplemented for a
+    // store without notifications (http).
+    using KeyChanged = std::function<void(const std::string& key)>;
+    virtual Status watch(const std::string& prefix, KeyChanged changed,
+                         std::function<void()> gap,
+                         std::unique_ptr<MetaStoreWatch>& out) {
+        (void)prefix;
+        (void)changed;
+        (void)gap;
+        (void)out;
+        return Status::NotImplemented(std::string(type()) +
+                                      " store has no change notifications");
+    }
 
     virtual const char* type() const = 0;
     // The servers as configured, for messages.

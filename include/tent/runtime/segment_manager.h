@@ -11,12 +11,17 @@
 //
 // Remote: openRemote() resolves a segment name through the fetcher and
 // assigns a SegmentID (never LOCAL_SEGMENT_ID; reopening a closed name gives
-// a fresh id). getRemoteCached() serves from a per-thread cache whose
-// entries live for `cache_ttl`; invalidateRemote() drops every thread's
-// entry for that id. A request naming memory the cached copy does not hold
-// (the peer registered it after the copy was read) calls
-// refreshAfterMiss(), which re-reads the descriptor at most once per
-// segment per `miss_refresh_interval`, so a wrong address cannot make
+// a fresh id). Each open segment has one shared copy of its descriptor per
+// manager, valid for `cache_ttl` after the store read that filled it;
+// getRemoteCached() serves from a per-thread entry pointing at that copy
+// (a hit takes no lock), refills the entry from the shared copy, and only
+// when that is stale reads the store: one thread per segment at a time,
+// the others waiting for and taking its result, so store reads are
+// O(peers) per engine whatever the number of threads. invalidateRemote()
+// drops the shared copy and every thread's entry for that id. A request naming
+// memory the cached copy does not hold (the peer registered it after the copy
+// was read) calls refreshAfterMiss(), which re-reads the descriptor at most
+// once per segment per `miss_refresh_interval`, so a wrong address cannot make
 // every request fetch.
 #pragma once
 
@@ -37,6 +42,19 @@ class SegmentFetcher {
  public:
     virtual ~SegmentFetcher() = default;
     virtual Status fetch(const std::string& segment_name, SegmentDesc& out) = 0;
+    // Starts the change notifications of the fetcher's source, where it has
+    // them: `changed(name)` when segment `name` was written or removed
+    // there, `gap()` when notifications may have been lost (the
+    // subscription broke and is back). False (the default: p2p, http)
+    // when there are none. stopWatching() returns once no callback runs.
+    virtual bool startWatching(
+        std::function<void(const std::string& segment_name)> changed,
+        std::function<void()> gap) {
+        (void)changed;
+        (void)gap;
+        return false;
+    }
+    virtual void stopWatching() {}
 };
 
 class SegmentManager {
@@ -49,6 +67,8 @@ class SegmentManager {
     // can hold them).
     struct OpenSegment;
     struct CacheEntry;
+    // The engine's one copy of an open segment's descriptor.
+    struct SharedCopy;
 
     // A caller's hold on the calling thread's cached copy of one remote
     // descriptor, for callers that keep a cache of their own per target
@@ -115,6 +135,19 @@ class SegmentManager {
     // Always fetches and refreshes the calling thread's cache.
     Status getRemote(SegmentDescRef& desc, SegmentID handle);
     Status invalidateRemote(SegmentID handle);
+    // The same for the segment open under `segment_name` (none: nothing to
+    // do), and for every open segment.
+    void invalidateRemote(const std::string& segment_name);
+    void invalidateAllRemote();
+    // Turns the fetcher's change notifications into invalidations, so that
+    // a change is seen before the TTL runs out; false when the fetcher has
+    // none. Stopped by stopWatching() or the destructor.
+    bool startWatching();
+    void stopWatching();
+    // Notifications that invalidated an open segment.
+    uint64_t watchInvalidations() const {
+        return watch_invalidations_.load(std::memory_order_relaxed);
+    }
 
     // After a look-up in the descriptor of `handle` missed (no buffer of it
     // covers a request's range): drops every thread's cached copy and
@@ -136,6 +169,11 @@ class SegmentManager {
         return std::chrono::milliseconds(miss_interval_ms_.load());
     }
     static constexpr int64_t kDefaultMissRefreshIntervalMs = 1000;
+    // Remote descriptors read through the fetcher (the store or the peer),
+    // openRemote()'s first reads included.
+    uint64_t remoteFetches() const {
+        return remote_fetches_.load(std::memory_order_relaxed);
+    }
 
     void setCacheTtl(std::chrono::milliseconds ttl) { ttl_ms_ = ttl.count(); }
     std::chrono::milliseconds cacheTtl() const {
@@ -145,9 +183,18 @@ class SegmentManager {
  private:
     Status lookupRemote(SegmentDescRef& desc, SegmentID handle,
                         RemoteLease* lease);
-    // Fetches and refills this thread's cache entry; getRemote() without
-    // ending any lease, for when the entry it replaces was not current.
-    Status fetchRemote(SegmentDescRef& desc, SegmentID handle);
+    // Refills this thread's cache entry from the engine's shared copy,
+    // reading the store only when that is stale (or `force`), one thread
+    // per segment at a time; getRemote() without ending any lease, for
+    // when the entry it replaces was not current.
+    Status fetchRemote(SegmentDescRef& desc, SegmentID handle,
+                       bool force = false);
+    // Reads `seg` from the store and publishes it as the shared copy;
+    // called under the segment's fetch_mu.
+    Status readStore(OpenSegment& seg, std::shared_ptr<const SharedCopy>& out);
+    void fillThreadEntry(SegmentID handle,
+                         const std::shared_ptr<OpenSegment>& seg,
+                         const SharedCopy& copy);
     // The open segment `handle` names; InvalidArgument "unknown segment id
     // N" when none is open under it.
     Status findRemote(SegmentID handle,
@@ -157,6 +204,9 @@ class SegmentManager {
     std::atomic<int64_t> ttl_ms_;
     std::atomic<int64_t> miss_interval_ms_{kDefaultMissRefreshIntervalMs};
     std::atomic<uint64_t> miss_refreshes_{0};
+    std::atomic<uint64_t> remote_fetches_{0};
+    std::atomic<uint64_t> watch_invalidations_{0};
+    std::atomic<bool> watching_{false};
     const uint64_t instance_id_;
 
     mutable std::mutex local_mu_;  // guards local_ (pointer swap)
