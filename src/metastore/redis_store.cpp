@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include "metastore/redis_watch.h"
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 #include "net/socket_io.h"

@@ -6,6 +6,8 @@
 // managed Redis services often refuse, and they report every key of the
 // database. A key that expires (its writer died) publishes nothing: the
 // segment cache's TTL and miss re-reads cover that.
+#include "metastore/redis_watch.h"
+
 #include <glog/logging.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
@@ -17,7 +19,6 @@
 #include <cstring>
 #include <thread>
 
-#include "metastore/store_factories.h"
 #include "net/socket_io.h"
 
 namespace mooncake::tent {

@@ -25,13 +25,4 @@ std::shared_ptr<MetaStore> makeEtcdStore(std::string servers_text,
 std::shared_ptr<MetaStore> makeHttpStore(std::string servers_text,
                                          std::vector<std::string> urls,
                                          const MetaStoreOptions& options);
-
-// The channel RedisStore PUBLISHes each written or removed key on, and the
-// subscription that turns its messages into MetaStore::watch() calls.
-constexpr const char kRedisChangeChannel[] = "mooncake/tent/changes";
-std::unique_ptr<MetaStoreWatch> startRedisWatch(
-    std::vector<std::string> servers, const MetaStoreOptions& options,
-    std::string prefix, MetaStore::KeyChanged changed,
-    std::function<void()> gap);
-
 }  // namespace mooncake::tent
