@@ -36,6 +36,27 @@ uint64_t ShardedCounter::value() const {
 ShardedHistogram::ShardedHistogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {
     for (double b : bounds_) int_bounds_.push_back(static_cast<uint64_t>(b));
+    detectPow2Layout();
+}
+
+void ShardedHistogram::detectPow2Layout() {
+    const size_t n = int_bounds_.size();
+    if (n < 2) return;
+    auto isPow2 = [](uint64_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    for (uint64_t b : int_bounds_)
+        if (!isPow2(b)) return;
+    const unsigned first = __builtin_ctzll(int_bounds_[0]);
+    const unsigned step = __builtin_ctzll(int_bounds_[1]) - first;
+    if (step != 1 && step != 2) return;
+    for (size_t i = 0; i < n; ++i) {
+        const size_t exp = first + i * step;
+        if (exp > 63 || int_bounds_[i] != (uint64_t{1} << exp) ||
+            bounds_[i] != static_cast<double>(int_bounds_[i]))
+            return;
+    }
+    pow2_first_ = first;
+    pow2_step_ = step - 1;
+    pow2_layout_ = true;
 }
 
 void ShardedHistogram::observeAt(size_t shard, uint64_t value) {
@@ -44,7 +65,18 @@ void ShardedHistogram::observeAt(size_t shard, uint64_t value) {
     const uint64_t* bound = int_bounds_.data();
     const size_t n = int_bounds_.size();
     size_t i = 0;
-    while (i < n && value > bound[i]) ++i;
+    if (pow2_layout_) {
+        if (value > bound[0]) {
+            // value > 2^k: its bucket is the first bound 2^(k+i*r) >= value,
+            // i = ceil((ceil(log2(value)) - k) / r), ceil(log2(v)) being
+            // the bit width of v - 1.
+            const unsigned width = 64 - __builtin_clzll(value - 1);
+            i = (width - pow2_first_ + pow2_step_) >> pow2_step_;
+            if (i > n) i = n;
+        }
+    } else {
+        while (i < n && value > bound[i]) ++i;
+    }
     buckets_[i].addAt(shard, 1);
     sum_.addAt(shard, value);
 }

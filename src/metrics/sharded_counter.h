@@ -51,10 +51,16 @@ class ShardedHistogram {
     uint64_t count() const;
 
  private:
+    void detectPow2Layout();
     std::vector<double> bounds_;
     // The bounds as integers, for the data path's scan: every bound in use
     // is a whole number of microseconds or bytes.
     std::vector<uint64_t> int_bounds_;
+    // Set when the bounds are 2^k, 2^(k+r), 2^(k+2r), ... with r 1 or 2
+    // (the size buckets): the bucket is then a bit-scan, not a scan.
+    bool pow2_layout_ = false;
+    unsigned pow2_first_ = 0;              // k
+    unsigned pow2_step_ = 0;               // r - 1, a shift: r is 1 or 2
     std::vector<ShardedCounter> buckets_;  // bounds_.size() + 1
     ShardedCounter sum_;
 };
