@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "metrics/sharded_counter.h"
@@ -87,6 +88,26 @@ TEST(ShardedHistogramTest, RecordCompletedEqualsItsParts) {
     EXPECT_NE(text.find("tent_stage_dispatch_us_count{transport=\"tcp\"} 4"),
               std::string::npos)
         << text;
+}
+
+// Shards outlive the threads that wrote them: totals never go down when
+// a writer exits, and a later thread reusing its slot adds to them.
+TEST(ShardedHistogramTest, ExitedThreadsCountsStay) {
+    ShardedCounter counter;
+    ShardedHistogram hist({1024, 4096});
+    constexpr int kThreads = 2 * static_cast<int>(kMetricShards) + 3;
+    for (int t = 0; t < kThreads; ++t) {
+        std::thread([&] {
+            for (int k = 0; k < 100; ++k) {
+                counter.add(3);
+                hist.observe(2000);
+            }
+        }).join();
+        ASSERT_EQ(counter.value(), 300u * (t + 1));
+    }
+    EXPECT_EQ(hist.count(), 100u * kThreads);
+    EXPECT_EQ(hist.bucketCounts()[1], 100u * kThreads);
+    EXPECT_EQ(hist.sum(), 200000u * kThreads);
 }
 
 }  // namespace
