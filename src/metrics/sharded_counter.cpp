@@ -36,17 +36,27 @@ uint64_t ShardedCounter::value() const {
 ShardedHistogram::ShardedHistogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1) {
     for (double b : bounds_) int_bounds_.push_back(static_cast<uint64_t>(b));
+    detectPow2Layout();
 }
 
-void ShardedHistogram::observeAt(size_t shard, uint64_t value) {
-    // Linear scan: at most a dozen bounds, cheaper than a binary search's
-    // mispredicted branches at this size.
-    const uint64_t* bound = int_bounds_.data();
+void ShardedHistogram::detectPow2Layout() {
     const size_t n = int_bounds_.size();
-    size_t i = 0;
-    while (i < n && value > bound[i]) ++i;
-    buckets_[i].addAt(shard, 1);
-    sum_.addAt(shard, value);
+    if (n < 2) return;
+    auto isPow2 = [](uint64_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    for (uint64_t b : int_bounds_)
+        if (!isPow2(b)) return;
+    const unsigned first = __builtin_ctzll(int_bounds_[0]);
+    const unsigned step = __builtin_ctzll(int_bounds_[1]) - first;
+    if (step != 1 && step != 2) return;
+    for (size_t i = 0; i < n; ++i) {
+        const size_t exp = first + i * step;
+        if (exp > 63 || int_bounds_[i] != (uint64_t{1} << exp) ||
+            bounds_[i] != static_cast<double>(int_bounds_[i]))
+            return;
+    }
+    pow2_first_ = first;
+    pow2_step_ = step - 1;
+    pow2_layout_ = true;
 }
 
 uint64_t ShardedHistogram::count() const {

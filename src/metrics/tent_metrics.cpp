@@ -155,6 +155,24 @@ void TentMetrics::recordStages(TransportType t, uint64_t dispatch_us,
     impl_->stage_transport[s]->observeAt(shard, transport_us);
 }
 
+void TentMetrics::recordCompleted(Op op, TransportType t, uint64_t bytes,
+                                  uint64_t latency_us, uint64_t dispatch_us,
+                                  uint64_t transport_us, bool staged) {
+    const int o = static_cast<int>(op), s = slot(t);
+    const size_t shard = currentShard();
+    Impl& m = *impl_;
+    m.attempts[o][s].addAt(shard, 1);
+    m.attempt_latency[o][s]->observeAt(shard, latency_us);
+    if (staged) {
+        m.stage_dispatch[s]->observeAt(shard, dispatch_us);
+        m.stage_transport[s]->observeAt(shard, transport_us);
+    }
+    m.requests[o][s].addAt(shard, 1);
+    m.bytes[o][s].addAt(shard, bytes);
+    m.latency[o][s]->observeAt(shard, latency_us);
+    m.size[o][s]->observeAt(shard, bytes);
+}
+
 void TentMetrics::recordFailover(TransportType from, TransportType to) {
     impl_->failover[slot(from)][slot(to)].add(1);
 }

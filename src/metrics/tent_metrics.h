@@ -36,6 +36,13 @@ class TentMetrics {
     // status.
     void recordStages(TransportType t, uint64_t dispatch_us,
                       uint64_t transport_us);
+    // A completed request: its COMPLETED attempt, its request metrics and,
+    // when `staged`, its stages, with one shard lookup for all of them.
+    // Records what recordAttempt(ok) + recordStages + recordRequest(ok)
+    // would.
+    void recordCompleted(Op op, TransportType t, uint64_t bytes,
+                         uint64_t latency_us, uint64_t dispatch_us,
+                         uint64_t transport_us, bool staged);
     // Fed by the failover path when a request moves to another transport.
     void recordFailover(TransportType from, TransportType to);
 

@@ -105,13 +105,14 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
                                          size_t& in_flight) {
     in_flight = 0;
     const size_t count = batch.published.load(std::memory_order_acquire);
+    MetricsClock clock;
     for (size_t i = 0; i < count; ++i) {
         // Acquire: the reader that saw it final saw the transfer done.
         if (batch.tasks[i].settled.load(std::memory_order_acquire)) continue;
         TransferStatus status;
         // Polling also drives progress on transports that complete tasks
         // when asked.
-        CHECK_STATUS(taskStatus(batch, i, status));
+        CHECK_STATUS(taskStatus(batch, i, status, false, &clock));
         if (status.s == PENDING || status.s == INITIAL) ++in_flight;
     }
     return Status::OK();
@@ -318,11 +319,13 @@ Status TransferEngineImpl::submitInternal(
             }
         }
     };
+    // One clock read stamps the whole submission.
+    const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
     for (size_t i = 0; i < request_list.size(); ++i) {
         const Request& request = request_list[i];
         refs[i].clear();
         if (failover_.enabled() || metrics_) refs[i].request = request;
-        if (metrics_) noteSubmitted(refs[i]);
+        refs[i].start_us = submitted_us;
         Status s;
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
@@ -457,7 +460,8 @@ void EngineBatch::TaskRef::settle(TransferStatus& status) {
 }
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
-                                      TransferStatus& status, bool drive) {
+                                      TransferStatus& status, bool drive,
+                                      MetricsClock* clock) {
     EngineBatch::TaskRef& ref = batch.tasks[task_id];
     // Since a failover, the task runs on its route (failover.h).
     const EngineBatch::TaskRef::Where at = ref.where();
@@ -480,7 +484,8 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                 EngineBatch::TaskRef::kOpen;
         if (worker_decides || ((failover_.on_poll || drive) &&
                                failOver(batch, task_id, route, status))) {
-            if (metrics_) noteStatus(ref, at.transport, route, true, PENDING);
+            if (metrics_)
+                noteStatus(ref, at.transport, route, true, PENDING, clock);
             status.s = PENDING;
             status.transferred_bytes = 0;
             return Status::OK();
@@ -488,7 +493,8 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
     }
     if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
     if (metrics_)
-        noteStatus(ref, at.transport, route, status.s == FAILED, status.s);
+        noteStatus(ref, at.transport, route, status.s == FAILED, status.s,
+                   clock);
     return Status::OK();
 }
 
@@ -520,8 +526,9 @@ Status TransferEngineImpl::getTransferStatus(
     EngineBatchPin pin(batch);
     const size_t count = batch->published.load(std::memory_order_acquire);
     status_list.assign(count, TransferStatus());
+    MetricsClock clock;
     for (size_t i = 0; i < count; ++i) {
-        CHECK_STATUS(taskStatus(*batch, i, status_list[i]));
+        CHECK_STATUS(taskStatus(*batch, i, status_list[i], false, &clock));
     }
     if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
         fireNotifyHooks(*batch, /*wait=*/false);
@@ -558,9 +565,10 @@ Status TransferEngineImpl::progressBatch(BatchID batch_id,
     {
         EngineBatchPin pin(batch);
         const size_t count = batch->published.load(std::memory_order_acquire);
+        MetricsClock clock;
         for (size_t i = 0; i < count; ++i) {
             TransferStatus status;
-            CHECK_STATUS(taskStatus(*batch, i, status, /*drive=*/true));
+            CHECK_STATUS(taskStatus(*batch, i, status, /*drive=*/true, &clock));
         }
     }
     return getTransferStatus(batch_id, overall);

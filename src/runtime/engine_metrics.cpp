@@ -14,6 +14,18 @@ uint64_t steadyUs() {
             .count());
 }
 
+// A status read that stamps several tasks reads the clock once.
+uint64_t nowOf(MetricsClock& clock) {
+    if (clock.us == 0) clock.us = steadyUs();
+    return clock.us;
+}
+
+// A read's stamp may precede a stamp taken by another thread a moment
+// later; such a span reads 0, never a wrapped-around huge value.
+uint64_t since(uint64_t now, uint64_t then) {
+    return now > then ? now - then : 0;
+}
+
 metrics::Op opOf(const Request& request) {
     return request.opcode == Request::WRITE ? metrics::Op::kWrite
                                             : metrics::Op::kRead;
@@ -33,10 +45,6 @@ Status TransferEngineImpl::startMetrics() {
     return metrics_server_->start();
 }
 
-void TransferEngineImpl::noteSubmitted(EngineBatch::TaskRef& ref) {
-    ref.start_us = metricsNowUs();
-}
-
 // A transport refused `list` at submitTransferTasks: one failed attempt per
 // request under that transport (latency 0: nothing ran).
 void TransferEngineImpl::noteRefused(Transport* transport,
@@ -51,19 +59,19 @@ void TransferEngineImpl::noteRefused(Transport* transport,
 // nowhere). A failed attempt is counted once per route (a failover gives
 // the task a new route, so a new attempt); the first final read counts the
 // request under its final transport, and a COMPLETED one its attempt.
-void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
-                                    Transport* transport,
-                                    const FailoverRoute* route,
-                                    bool attempt_failed,
-                                    TransferStatusEnum status) {
+void TransferEngineImpl::noteStatus(
+    EngineBatch::TaskRef& ref, Transport* transport, const FailoverRoute* route,
+    bool attempt_failed, TransferStatusEnum status, MetricsClock* clock) {
     // Polls that see PENDING are the common case: they read no clock.
+    MetricsClock own;
+    if (clock == nullptr) clock = &own;
     if (attempt_failed && transport != nullptr) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
         if (seen != attempt && ref.failure_noted.compare_exchange_strong(
                                    seen, attempt, std::memory_order_relaxed)) {
             metrics_->recordAttempt(opOf(ref.request), typeOf(transport),
-                                    steadyUs() - ref.start_us, false);
+                                    since(nowOf(*clock), ref.start_us), false);
         }
     }
     if (status == PENDING || status == INITIAL ||
@@ -73,19 +81,18 @@ void TransferEngineImpl::noteStatus(EngineBatch::TaskRef& ref,
     }
     const metrics::Op op = opOf(ref.request);
     const TransportType type = transport ? typeOf(transport) : UNSPEC;
-    const uint64_t now = steadyUs();
-    const uint64_t elapsed = now - ref.start_us;
-    const bool ok = status == COMPLETED;
-    if (ok) {
-        metrics_->recordAttempt(op, type, elapsed, true);
-        // accepted_us is 0 for a task its first transport refused (it
-        // completed through a failover): no dispatch stage to speak of.
-        if (ref.accepted_us != 0) {
-            metrics_->recordStages(type, ref.accepted_us - ref.start_us,
-                                   now - ref.accepted_us);
-        }
+    const uint64_t now = nowOf(*clock);
+    const uint64_t elapsed = since(now, ref.start_us);
+    if (status != COMPLETED) {
+        metrics_->recordRequest(op, type, ref.request.length, elapsed, false);
+        return;
     }
-    metrics_->recordRequest(op, type, ref.request.length, elapsed, ok);
+    // accepted_us is 0 for a task its first transport refused (it
+    // completed through a failover): no dispatch stage to speak of.
+    const bool staged = ref.accepted_us != 0;
+    metrics_->recordCompleted(op, type, ref.request.length, elapsed,
+                              staged ? since(ref.accepted_us, ref.start_us) : 0,
+                              staged ? since(now, ref.accepted_us) : 0, staged);
 }
 
 }  // namespace mooncake::tent

@@ -34,6 +34,13 @@ namespace mooncake::tent {
 class SegmentPublisher;
 class StoreHealth;
 
+// The metrics clock of one status read: read on the first task the read
+// finalises and reused for the rest, so a read of many tasks pays one clock
+// read, not one per task (0: not read yet).
+struct MetricsClock {
+    uint64_t us = 0;
+};
+
 class TransferEngineImpl {
  public:
     // Always constructs; a failure leaves available() false and every call
@@ -149,8 +156,11 @@ class TransferEngineImpl {
     // holds kFreeing on.
     // `drive`: fail a FAILED task over even when
     // enable_auto_failover_on_poll is off (progressBatch()).
+    // `clock`: the calling status read's metrics clock, read at most once
+    // per read of many tasks (engine_metrics.cpp).
     Status taskStatus(EngineBatch& batch, size_t task_id,
-                      TransferStatus& status, bool drive = false);
+                      TransferStatus& status, bool drive = false,
+                      MetricsClock* clock = nullptr);
     // failover.cpp: moves task `task_id`, read FAILED on `seen` (its route
     // then; null: its submission's transport), to the next transport able
     // to carry it. True: it reads PENDING (moved, or another reader is
@@ -237,12 +247,11 @@ class TransferEngineImpl {
     std::unique_ptr<metrics::TentMetrics> metrics_;
     std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
     Status startMetrics();
-    void noteSubmitted(EngineBatch::TaskRef& ref);
     void noteRefused(Transport* transport, const std::vector<Request>& list);
     static uint64_t metricsNowUs();
     void noteStatus(EngineBatch::TaskRef& ref, Transport* transport,
                     const FailoverRoute* route, bool attempt_failed,
-                    TransferStatusEnum status);
+                    TransferStatusEnum status, MetricsClock* clock);
     // failover.cpp: with enable_progress_worker, drives every live batch.
     Status startProgressWorker();
     std::unique_ptr<ProgressWorker> progress_worker_;
