@@ -211,7 +211,10 @@ TEST_F(MpcommLifecycle, AKeyQueryStartedOnAnotherThreadHoldsThisThreadsPosts) {
     warmed.get_future().wait();
     ASSERT_EQ(adapter_->queryCallsTo(kPeer), 1);
 
-    publishDefaultPeer();  // a new epoch, read afresh by a new thread only
+    // A new epoch. The engine's one copy of the descriptor is dropped, as a
+    // store notification drops it, so the next resolution reads it afresh.
+    publishDefaultPeer();
+    ASSERT_TRUE(local_sm_->invalidateRemote(peer).ok());
     adapter_->hold(kPeer);
     TransferStatusEnum refresh_status = INITIAL;
     BackgroundCall refresher(*adapter_, [&] {
