@@ -53,7 +53,8 @@ DEFINE_int32(ttl_ms, 3000,
              "outlives it");
 DEFINE_int32(cache_ttl_ms, 1000,
              "metadata/cache_ttl_ms: how soon a restarted peer's new "
-             "descriptor is read");
+             "descriptor is read; -1 leaves the engine's default (60 s "
+             "with a live store watch, else 10 s)");
 DEFINE_int32(resolve_timeout_ms, 180000,
              "how long to wait until every node's name resolves");
 DEFINE_int32(transfer_timeout_ms, 20000,
@@ -168,7 +169,9 @@ std::shared_ptr<Config> nodeConfig() {
     conf->set("local_segment_name", nodeName(FLAGS_index));
     conf->set("rpc_server_hostname", std::string("127.0.0.1"));
     conf->set("metadata/ttl_ms", FLAGS_ttl_ms);
-    conf->set("metadata/cache_ttl_ms", FLAGS_cache_ttl_ms);
+    if (FLAGS_cache_ttl_ms >= 0) {
+        conf->set("metadata/cache_ttl_ms", FLAGS_cache_ttl_ms);
+    }
     for (const char* name : {"tcp", "mpcomm", "shm"}) {
         conf->set(std::string("transports/") + name + "/enable",
                   FLAGS_transport == name);

@@ -28,7 +28,9 @@
 #     changing) for STEADY_S seconds, and the store's own read counts over
 #     that window are printed with engines, peers and reads per engine per
 #     peer (Redis INFO commandstats EVAL calls; etcd /metrics
-#     etcd_debugging_mvcc_range_total). Use with KILL_NODE=-1.
+#     etcd_debugging_mvcc_range_total). Use with KILL_NODE=-1. The nodes
+#     then keep the engine's own metadata/cache_ttl_ms (60 s with a live
+#     store watch, else 10 s) instead of the 1 s the kill runs use.
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
 #   PAIR_TIMEOUT_MS [60000]  the nodes' --pair_timeout_ms: how long a pair
 #     may keep failing (across the outage) before it counts as unrecovered
@@ -53,6 +55,7 @@ SLOT_BYTES="${SLOT_BYTES:-65536}"
 KILL_NODE="${KILL_NODE:-$((NODES / 2))}"
 OUTAGE_S="${OUTAGE_S:-2}"
 STEADY_S="${STEADY_S:-0}"
+CACHE_TTL_FLAG=()
 STEADY_THREADS="${STEADY_THREADS:-4}"
 RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-900}"
 PAIR_TIMEOUT_MS="${PAIR_TIMEOUT_MS:-60000}"
@@ -81,6 +84,7 @@ is_uint "$STEADY_THREADS" && [ "$STEADY_THREADS" -ge 1 ] ||
   die "STEADY_THREADS must be an integer >= 1, got '$STEADY_THREADS'"
 [ "$STEADY_S" -gt 0 ] && [ "$KILL_NODE" -ge 0 ] &&
   die "STEADY_S needs KILL_NODE=-1 (nothing may change while reads are counted)"
+[ "$STEADY_S" -gt 0 ] && CACHE_TTL_FLAG=(--cache_ttl_ms=-1)
 [[ "$KILL_NODE" =~ ^-?[0-9]+$ ]] && [ "$KILL_NODE" -lt "$NODES" ] ||
   die "KILL_NODE must be -1 or in [0, $((NODES - 1))], got '$KILL_NODE'"
 is_uint "$OUTAGE_S" || die "OUTAGE_S must be whole seconds, got '$OUTAGE_S'"
@@ -204,7 +208,7 @@ start_node() {
     --transport="$XPORT" --slot_bytes="$SLOT_BYTES" \
     --control_dir="$RUN/control" --hold_at_pair="$HOLD" \
     --pair_timeout_ms="$PAIR_TIMEOUT_MS" --steady_s="$STEADY_S" \
-    --steady_threads="$STEADY_THREADS" \
+    --steady_threads="$STEADY_THREADS" "${CACHE_TTL_FLAG[@]}" \
     >"$log.out" 2>"$log.err" &
   LAST_PID=$!
 }
