@@ -53,7 +53,7 @@ DEFINE_int32(ttl_ms, 3000,
              "outlives it");
 DEFINE_int32(cache_ttl_ms, 1000,
              "metadata/cache_ttl_ms: how soon a restarted peer's new "
-             "descriptor is read; -1 leaves the engine's default (60 s "
+             "descriptor is read; -1 leaves the engine's default (300 s "
              "with a live store watch, else 10 s)");
 DEFINE_int32(resolve_timeout_ms, 180000,
              "how long to wait until every node's name resolves");

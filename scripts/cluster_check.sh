@@ -29,7 +29,7 @@
 #     that window are printed with engines, peers and reads per engine per
 #     peer (Redis INFO commandstats EVAL calls; etcd /metrics
 #     etcd_debugging_mvcc_range_total). Use with KILL_NODE=-1. The nodes
-#     then keep the engine's own metadata/cache_ttl_ms (60 s with a live
+#     then keep the engine's own metadata/cache_ttl_ms (300 s with a live
 #     store watch, else 10 s) instead of the 1 s the kill runs use.
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
 #   PAIR_TIMEOUT_MS [60000]  the nodes' --pair_timeout_ms: how long a pair

@@ -15,7 +15,7 @@ namespace mooncake::tent {
 
 namespace {
 // metadata/cache_ttl_ms when a store watch is live and the key is not set.
-constexpr int64_t kDefaultWatchCacheTtlMs = 60000;
+constexpr int64_t kDefaultWatchCacheTtlMs = 300000;
 }  // namespace
 
 Status TransferEngineImpl::openMetadataStore(
