@@ -69,6 +69,15 @@ class SegmentWatchStoreTest : public ::testing::Test {
         return desc->getMemory().transport_attrs.at(TCP);
     }
 
+    // Registers "peer" (tag v1), opens it and subscribes: the watch is
+    // connected once this returns.
+    void openWatched(SegmentID& id) {
+        ASSERT_TRUE(write("", record("peer", "v1")).ok());
+        ASSERT_TRUE(mgr_->openRemote(id, "peer").ok());
+        ASSERT_TRUE(mgr_->startWatching());
+        ASSERT_TRUE(waitUntil([&] { return fetcher_->watchConnects() == 1; }));
+    }
+
     MetaStoreOptions options_;
     std::unique_ptr<StoreServer> server_;
     std::shared_ptr<MetaStore> writer_;
@@ -78,11 +87,8 @@ class SegmentWatchStoreTest : public ::testing::Test {
 };
 
 TEST_F(SegmentWatchStoreTest, AChangeIsSeenLongBeforeTheTtl) {
-    ASSERT_TRUE(write("", record("peer", "v1")).ok());
     SegmentID id = 0;
-    ASSERT_TRUE(mgr_->openRemote(id, "peer").ok());
-    ASSERT_TRUE(mgr_->startWatching());
-    ASSERT_TRUE(waitUntil([&] { return fetcher_->watchConnects() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(openWatched(id));
     EXPECT_EQ(cachedTag(id), "v1");
     EXPECT_EQ(mgr_->remoteFetches(), 1u);
 
@@ -109,11 +115,8 @@ TEST_F(SegmentWatchStoreTest, AChangeIsSeenLongBeforeTheTtl) {
 }
 
 TEST_F(SegmentWatchStoreTest, ARestartedStoreIsResubscribedAndDropsCopies) {
-    ASSERT_TRUE(write("", record("peer", "v1")).ok());
     SegmentID id = 0;
-    ASSERT_TRUE(mgr_->openRemote(id, "peer").ok());
-    ASSERT_TRUE(mgr_->startWatching());
-    ASSERT_TRUE(waitUntil([&] { return fetcher_->watchConnects() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(openWatched(id));
     EXPECT_EQ(cachedTag(id), "v1");
 
     ASSERT_TRUE(server_->restart(/*wipe=*/true).ok());
@@ -138,11 +141,8 @@ TEST_F(SegmentWatchStoreTest, ARestartedStoreIsResubscribedAndDropsCopies) {
 }
 
 TEST_F(SegmentWatchStoreTest, DestroyingTheManagerStopsTheWatchAtOnce) {
-    ASSERT_TRUE(write("", record("peer", "v1")).ok());
     SegmentID id = 0;
-    ASSERT_TRUE(mgr_->openRemote(id, "peer").ok());
-    ASSERT_TRUE(mgr_->startWatching());
-    ASSERT_TRUE(waitUntil([&] { return fetcher_->watchConnects() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(openWatched(id));
     const auto start = std::chrono::steady_clock::now();
     mgr_.reset();
     const auto took = std::chrono::steady_clock::now() - start;
