@@ -1,9 +1,9 @@
 // src/net: the StreamServer limits every listener in libtent shares
 // (idle and frame deadlines, the connection cap, send buffers, running
 // out of descriptors, stopping).
-#include <dirent.h>
 #include <gtest/gtest.h>
 
+#include "kit/proc_probe.h"
 #include "net/net_test_support.h"
 
 namespace mooncake::tent::net {
@@ -284,24 +284,14 @@ TEST(NetServerTest, StopReturnsWithBusyAndIdleConnectionsOpen) {
     ::close(busy);
 }
 
-// Threads of this process now (/proc/self/task).
-size_t ownThreads() {
-    size_t n = 0;
-    DIR* dir = ::opendir("/proc/self/task");
-    if (!dir) return 0;
-    while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
-    ::closedir(dir);
-    return n;
-}
-
 TEST(NetServerTest, IdleConnectionsCostNoThreads) {
     ServerLimits limits;
     limits.server_threads = 3;
-    const size_t before = ownThreads();
+    const size_t before = testing::threadsOf();
     EchoServer echo(limits);
     EXPECT_EQ(echo.server().stats().threads, 3u);
     // The pool, and nothing else, whatever the connections.
-    EXPECT_EQ(ownThreads(), before + 3);
+    EXPECT_EQ(testing::threadsOf(), before + 3);
     std::vector<int> fds;
     for (int i = 0; i < 200; ++i) {
         fds.push_back(connectLoopback(echo.port()));
@@ -311,7 +301,7 @@ TEST(NetServerTest, IdleConnectionsCostNoThreads) {
     for (int fd : fds) EXPECT_EQ(roundTrip(fd, 'i'), "i");
     ASSERT_TRUE(echo.waitForStats(
         [](const StreamServer::Stats& s) { return s.idle == 200; }));
-    EXPECT_EQ(ownThreads(), before + 3);
+    EXPECT_EQ(testing::threadsOf(), before + 3);
     for (int fd : fds) ::close(fd);
 }
 

@@ -6,7 +6,6 @@
 // connections that send nothing cost it no thread, and at most
 // max_connections sockets, while a real peer is still served.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,7 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -26,6 +24,7 @@
 #include <vector>
 
 #include "kit/descriptor_fetcher.h"
+#include "kit/proc_probe.h"
 #include "kit/target_process.h"
 #include "kit/two_process_fixture.h"
 #include "kit/wait_until.h"
@@ -46,29 +45,10 @@ constexpr size_t kRequests = 64;
 constexpr size_t kPiece = testing::kBufferSize / kRequests;  // 64 KiB
 constexpr int kBoundMs = 30000;
 
-// The inodes of the sockets of process `pid` ("self": this one).
-std::set<unsigned long> socketInodes(const std::string& pid = "self") {
-    std::set<unsigned long> out;
-    const std::string fds = "/proc/" + pid + "/fd";
-    DIR* dir = ::opendir(fds.c_str());
-    if (!dir) return out;
-    while (dirent* e = ::readdir(dir)) {
-        char link[64];
-        std::string path = fds + "/" + e->d_name;
-        ssize_t n = ::readlink(path.c_str(), link, sizeof(link) - 1);
-        if (n <= 0) continue;
-        link[n] = '\0';
-        unsigned long inode = 0;
-        if (std::sscanf(link, "socket:[%lu]", &inode) == 1) out.insert(inode);
-    }
-    ::closedir(dir);
-    return out;
-}
-
 // How many of this process's TCP sockets have remote port `port`; only
 // ESTABLISHED ones (state 01 in /proc/net/tcp) when `established`.
 size_t socketsTo(uint16_t port, bool established) {
-    const std::set<unsigned long> own = socketInodes();
+    const std::set<unsigned long> own = testing::socketInodes();
     std::ifstream in("/proc/net/tcp");
     std::string line;
     std::getline(in, line);  // the column titles
@@ -91,17 +71,6 @@ size_t socketsTo(uint16_t port, bool established) {
     return count;
 }
 
-// Threads of process `pid` now.
-size_t threadsOf(pid_t pid) {
-    size_t n = 0;
-    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-    DIR* dir = ::opendir(tasks.c_str());
-    if (!dir) return 0;
-    while (dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
-    ::closedir(dir);
-    return n;
-}
-
 uint16_t portOf(const std::string& endpoint) {
     return static_cast<uint16_t>(
         std::atoi(endpoint.c_str() + endpoint.rfind(':') + 1));
@@ -119,10 +88,14 @@ class TcpLanesTest : public ::testing::Test {
         manager_ = std::make_shared<SegmentManager>("127.0.0.1:1", fetcher_);
     }
     void TearDown() override {
-        if (batch_) EXPECT_TRUE(transport_.freeSubBatch(batch_).ok());
+        if (batch_) {
+            EXPECT_TRUE(transport_.freeSubBatch(batch_).ok());
+        }
         transport_.uninstall();
         std::string why;
-        if (target_.running()) EXPECT_TRUE(target_.finish(why)) << why;
+        if (target_.running()) {
+            EXPECT_TRUE(target_.finish(why)) << why;
+        }
     }
 
     // Starts (or restarts) the target and opens it as segment `alias`;
@@ -314,12 +287,11 @@ TEST_F(TcpLanesTest, TenThousandSilentConnectionsCostTheTargetNoThread) {
         "transports/tcp/max_connections=256,transports/tcp/server_threads=2"));
     ASSERT_NO_FATAL_FAILURE(install(2));
     ASSERT_NO_FATAL_FAILURE(roundTrip(31));
-    const pid_t pid = target_.pid();
-    const std::string pid_text = std::to_string(pid);
-    const size_t threads = threadsOf(pid);
+    const std::string pid = std::to_string(target_.pid());
+    const size_t threads = testing::threadsOf(pid);
     ASSERT_GT(threads, 0u);
     // Its listeners, the RPC connections and our two lanes.
-    const size_t handful = socketInodes(pid_text).size();
+    const size_t handful = testing::socketInodes(pid).size();
 
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -335,16 +307,16 @@ TEST_F(TcpLanesTest, TenThousandSilentConnectionsCostTheTargetNoThread) {
             ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
             << "connection " << i << ": " << std::strerror(errno);
         if (i % 1000 == 999) {
-            most_threads = std::max(most_threads, threadsOf(pid));
+            most_threads = std::max(most_threads, testing::threadsOf(pid));
             most_sockets =
-                std::max(most_sockets, socketInodes(pid_text).size());
+                std::max(most_sockets, testing::socketInodes(pid).size());
         }
     }
     // A real peer is served meanwhile, on lanes that may have been evicted
     // for the flood and are dialled again.
     ASSERT_NO_FATAL_FAILURE(roundTrip(32));
-    most_threads = std::max(most_threads, threadsOf(pid));
-    most_sockets = std::max(most_sockets, socketInodes(pid_text).size());
+    most_threads = std::max(most_threads, testing::threadsOf(pid));
+    most_sockets = std::max(most_sockets, testing::socketInodes(pid).size());
     EXPECT_EQ(most_threads, threads) << "the target's threads moved";
     EXPECT_LE(most_sockets, handful + kCap + net::kClosingSlack)
         << "the target held more sockets than max_connections allows";
