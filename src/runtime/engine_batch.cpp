@@ -478,12 +478,13 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
         // progress worker, which moves it or settles it FAILED: settling it
         // here would report FAILED for a task the worker is carrying over
         // (and whose bytes then still arrive).
+        const bool may_fail_over = failover_.on_poll || drive;
         const bool worker_decides =
-            !(failover_.on_poll || drive) && failover_.progress_worker &&
+            !may_fail_over && failover_.progress_worker &&
             ref.verdict.load(std::memory_order_acquire) ==
                 EngineBatch::TaskRef::kOpen;
-        if (worker_decides || ((failover_.on_poll || drive) &&
-                               failOver(batch, task_id, route, status))) {
+        if (worker_decides ||
+            (may_fail_over && failOver(batch, task_id, route, status))) {
             if (metrics_)
                 noteStatus(ref, at.transport, route, true, PENDING, clock);
             status.s = PENDING;
