@@ -130,7 +130,18 @@ class Target:
         return self.read_line(prefix, deadline_s)
 
     def stop(self):
+        """SIGSTOP, and returns once the target is stopped: the signal takes
+        effect after send_signal() returns, and until then the target's
+        server threads may still answer a request."""
         self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            with open("/proc/%d/stat" % self.proc.pid) as stat:
+                # The state follows the ")" that ends the command name.
+                if stat.read().rsplit(")", 1)[1].split()[0] == "T":
+                    return
+            time.sleep(0.001)
+        pytest.fail("target not stopped within %.0f s" % DEADLINE_S)
 
     def close(self):
         self.proc.send_signal(signal.SIGCONT)

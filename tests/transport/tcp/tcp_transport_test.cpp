@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "kit/wait_until.h"
 #include "tcp_test_support.h"
 #include "tent/transfer_engine.h"
 
@@ -243,8 +244,15 @@ TEST_F(TcpTransportTest, KilledTargetFailsPendingTasks) {
     constexpr size_t kPiece = kTargetBytes / kPieces;
     std::vector<unsigned char> src(kTargetBytes, 0x5a);
     // Stopped first, so no task can complete before the kill: every task
-    // is still in flight when the connection drops.
+    // is still in flight when the connection drops. kill() returns before
+    // the stop takes effect, and until then the target's server threads
+    // may still answer frames: wait until waitpid() reports it stopped.
     ASSERT_EQ(::kill(child_, SIGSTOP), 0);
+    int stop_status = 0;
+    ASSERT_TRUE(testing::waitUntil([&] {
+        return ::waitpid(child_, &stop_status, WUNTRACED | WNOHANG) == child_ &&
+               WIFSTOPPED(stop_status);
+    })) << "the target was not seen stopped";
     BatchID batch = engine_->allocateBatch(kPieces);
     std::vector<Request> writes;
     for (size_t p = 0; p < kPieces; ++p) {
