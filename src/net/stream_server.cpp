@@ -55,6 +55,11 @@ Status readServerLimits(const Config& conf, const std::string& prefix,
                               out.max_connections));
     CHECK_STATUS(
         readPositive(conf, prefix + "/server_threads", 64, out.server_threads));
+    out.linger_us = conf.get(prefix + "/linger_us", out.linger_us);
+    CHECK_STATUS(
+        checkInRange(prefix + "/linger_us", out.linger_us, 0, kMaxLingerUs));
+    CHECK_STATUS(readPositive(conf, prefix + "/linger_turn_ms", 60000,
+                              out.linger_turn_ms));
     limits = out;
     return Status::OK();
 }
@@ -193,6 +198,7 @@ StreamServer::Stats StreamServer::stats() const {
     s.idle_closed = idle_closed_.load();
     s.accept_backoffs = accept_backoffs_.load();
     s.auth_refused = auth_refused_.load();
+    s.lingered = lingered_.load();
     s.threads = running_ ? static_cast<size_t>(limits_.server_threads) : 0;
     std::lock_guard<std::mutex> lock(conns_mu_);
     for (const auto& conn : conns_) {
@@ -372,14 +378,46 @@ void StreamServer::onReadable(const ConnRef& conn) {
         finish(conn);
         return;
     }
-    bool keep = handler_(conn->c, deadlineIn(limits_.frame_timeout_ms));
-    conn->idle_since_ms = nowMs();
-    expected = kBusy;
-    if (!keep || !conn->state.compare_exchange_strong(expected, kIdle)) {
-        finish(conn);
-        return;
+    // The thread keeps a busy connection across requests (lingerForNext)
+    // for at most linger_turn_ms, then hands it back to the event loop so
+    // that a connection with steady traffic cannot hold a thread from the
+    // others indefinitely.
+    const Deadline turn_end = deadlineIn(limits_.linger_turn_ms);
+    for (;;) {
+        bool keep = handler_(conn->c, deadlineIn(limits_.frame_timeout_ms));
+        conn->idle_since_ms = nowMs();
+        expected = kBusy;
+        if (!keep || !conn->state.compare_exchange_strong(expected, kIdle)) {
+            finish(conn);
+            return;
+        }
+        if (!lingerForNext(*conn, turn_end)) break;
+        lingered_.fetch_add(1, std::memory_order_relaxed);
+        expected = kIdle;
+        if (!conn->state.compare_exchange_strong(expected, kBusy)) {
+            finish(conn);
+            return;
+        }
     }
     turnIdle(conn);
+}
+
+bool StreamServer::lingerForNext(Conn& conn, Deadline turn_end) {
+    if (limits_.linger_us <= 0 || stopping_) return false;
+    const auto left = turn_end - Clock::now();
+    if (left <= Clock::duration::zero()) return false;
+    const auto wait = std::min<Clock::duration>(
+        left, std::chrono::microseconds(limits_.linger_us));
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+    timespec ts{static_cast<time_t>(ns / 1000000000),
+                static_cast<long>(ns % 1000000000)};
+    pollfd pfd{conn.c.fd, POLLIN, 0};
+    if (::ppoll(&pfd, 1, &ts, nullptr) <= 0 || stopping_) return false;
+    // Readable with nothing to read is the client's close: the event loop
+    // sees it too and finishes the connection.
+    char byte;
+    return ::recv(conn.c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
 void StreamServer::finish(const ConnRef& conn) {

@@ -319,5 +319,89 @@ TEST(NetServerTest, ServerThreadsIsReadAndBounded) {
     }
 }
 
+TEST(NetServerTest, LingerKeysAreReadAndBounded) {
+    Config conf;
+    conf.set("test/linger_us", 0);
+    conf.set("test/linger_turn_ms", 3);
+    ServerLimits limits;
+    limits.linger_us = 500;
+    ASSERT_TRUE(readServerLimits(conf, "test", limits).ok());
+    EXPECT_EQ(limits.linger_us, 0);
+    EXPECT_EQ(limits.linger_turn_ms, 3);
+    for (int bad : {-1, kMaxLingerUs + 1}) {
+        conf.set("test/linger_us", bad);
+        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
+                  "test/linger_us must be in [0, 100000], got " +
+                      std::to_string(bad));
+    }
+    conf.set("test/linger_us", kMaxLingerUs);
+    for (int bad : {0, 60001}) {
+        conf.set("test/linger_turn_ms", bad);
+        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
+                  "test/linger_turn_ms must be in [1, 60000], got " +
+                      std::to_string(bad));
+    }
+}
+
+TEST(NetServerTest, AStreamingConnectionKeepsItsThread) {
+    // A client that sends its next request as soon as it has the answer
+    // meets the thread that answered it, lingering for it: no request but
+    // the first goes through the event loop. With linger_us 0 every one
+    // does.
+    for (int linger_us : {kMaxLingerUs, 0}) {
+        ServerLimits limits;
+        limits.server_threads = 2;
+        limits.linger_us = linger_us;
+        limits.linger_turn_ms = 60000;
+        EchoServer echo(limits);
+        int fd = connectLoopback(echo.port());
+        constexpr int kRequests = 100;
+        for (int i = 0; i < kRequests; ++i) {
+            ASSERT_EQ(roundTrip(fd, 'a'), "a");
+        }
+        const uint64_t lingered = echo.server().stats().lingered;
+        if (linger_us == 0) {
+            EXPECT_EQ(lingered, 0u);
+        } else {
+            // Each next request is sent within microseconds of the answer;
+            // only a client descheduled for the whole 100 ms linger (a
+            // badly overloaded host) goes through the event loop.
+            EXPECT_GE(lingered, kRequests - 5u);
+            EXPECT_LE(lingered, kRequests - 1u);
+        }
+        ::close(fd);
+    }
+}
+
+TEST(NetServerTest, ASteadyConnectionHandsItsThreadBackEveryTurn) {
+    // One thread, a 100 ms linger and a client that never pauses: without
+    // linger_turn_ms it would keep the thread for as long as it streams,
+    // and a second client would wait for it to stop.
+    ServerLimits limits;
+    limits.server_threads = 1;
+    limits.linger_us = kMaxLingerUs;
+    limits.linger_turn_ms = 5;
+    EchoServer echo(limits);
+    int streaming = connectLoopback(echo.port());
+    int other = connectLoopback(echo.port());
+    ASSERT_EQ(roundTrip(streaming, 's'), "s");
+    std::atomic<bool> stop{false}, stopped{false};
+    std::thread streamer([&] {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(kBoundMs);
+        while (!stop && std::chrono::steady_clock::now() < until) {
+            if (roundTrip(streaming, 's') != "s") break;
+        }
+        stopped = true;
+    });
+    EXPECT_EQ(roundTrip(other, 'o'), "o");
+    // Answered while the other client still streamed.
+    EXPECT_FALSE(stopped.load());
+    stop = true;
+    streamer.join();
+    ::close(streaming);
+    ::close(other);
+}
+
 }  // namespace
 }  // namespace mooncake::tent::net

@@ -37,11 +37,13 @@ std::string hostOf(const std::string& segment_name) {
 // The target side's limits: transports/tcp/idle_timeout_ms (60 s; the
 // initiator redials a pooled connection the target closed),
 // frame_timeout_ms (30 s for one request of up to 16 MiB and its reply)
-// and max_connections (256).
+// max_connections (256) and linger_us (1000: an initiator's lane streams
+// slices back to back, its next request a round trip after the reply).
 Status readLimits(const std::shared_ptr<Config>& conf, net::ServerLimits& out) {
     out.idle_timeout_ms = 60000;
     out.frame_timeout_ms = 30000;
     out.max_connections = 256;
+    out.linger_us = 1000;
     out.key_prefix = "transports/tcp";
     return conf ? net::readServerLimits(*conf, out.key_prefix, out)
                 : Status::OK();
