@@ -64,14 +64,15 @@ Status readServerLimits(const Config& conf, const std::string& prefix,
     return Status::OK();
 }
 
-// One accepted connection. `watch` waits for the socket's readability on
-// the io_context; it never closes the socket, which closes with the last
-// reference (a pending wait holds one).
+// One accepted connection. `watch` holds the socket in the io_context's
+// set for one wait for readability at a time (awaitRequest); it never
+// closes the socket, which closes with the last reference (a pending wait
+// holds one).
 struct StreamServer::Conn {
-    Conn(asio::io_context& ctx, int fd) : watch(ctx, fd) { c.fd = fd; }
+    Conn(asio::io_context& ctx, int fd) : watch(ctx) { c.fd = fd; }
     ~Conn() {
-        // Cancels a pending wait (none is left by then) and stops
-        // watching, without closing the socket.
+        // Cancels a pending wait (none is left by then) and leaves the
+        // set if still in it, without closing the socket.
         watch.release();
         ::close(c.fd);
     }
@@ -336,9 +337,23 @@ void StreamServer::turnIdle(const ConnRef& conn) {
 }
 
 void StreamServer::awaitRequest(const ConnRef& conn) {
-    conn->watch.async_wait(
-        asio::posix::stream_descriptor::wait_read,
-        [this, conn](const asio::error_code&) { onReadable(conn); });
+    // The socket is in the event loop's set only while it waits here: a
+    // socket left there while a thread serves it or lingers on it would
+    // wake the loop for each request and segment that thread reads
+    // itself.
+    asio::error_code ec;
+    conn->watch.assign(conn->c.fd, ec);
+    if (ec) {
+        LOG(WARNING) << name_ << ": cannot watch the connection from "
+                     << conn->c.peer << ": " << ec.message();
+        finish(conn);
+        return;
+    }
+    conn->watch.async_wait(asio::posix::stream_descriptor::wait_read,
+                           [this, conn](const asio::error_code&) {
+                               conn->watch.release();
+                               onReadable(conn);
+                           });
 }
 
 void StreamServer::onReadable(const ConnRef& conn) {
