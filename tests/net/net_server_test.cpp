@@ -305,18 +305,26 @@ TEST(NetServerTest, IdleConnectionsCostNoThreads) {
     for (int fd : fds) ::close(fd);
 }
 
+// The error readServerLimits gives once `key` (under "test/") is set to
+// each of `bad`, the rest of `conf` being valid.
+void expectRefused(Config conf, const std::string& key,
+                   std::initializer_list<int> bad, const std::string& range) {
+    for (int value : bad) {
+        conf.set("test/" + key, value);
+        ServerLimits limits;
+        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
+                  "test/" + key + " must be in " + range + ", got " +
+                      std::to_string(value));
+    }
+}
+
 TEST(NetServerTest, ServerThreadsIsReadAndBounded) {
     Config conf;
     conf.set("test/server_threads", 7);
     ServerLimits limits;
     ASSERT_TRUE(readServerLimits(conf, "test", limits).ok());
     EXPECT_EQ(limits.server_threads, 7);
-    for (int bad : {0, 65}) {
-        conf.set("test/server_threads", bad);
-        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
-                  "test/server_threads must be in [1, 64], got " +
-                      std::to_string(bad));
-    }
+    expectRefused(conf, "server_threads", {0, 65}, "[1, 64]");
 }
 
 TEST(NetServerTest, LingerKeysAreReadAndBounded) {
@@ -328,19 +336,8 @@ TEST(NetServerTest, LingerKeysAreReadAndBounded) {
     ASSERT_TRUE(readServerLimits(conf, "test", limits).ok());
     EXPECT_EQ(limits.linger_us, 0);
     EXPECT_EQ(limits.linger_turn_ms, 3);
-    for (int bad : {-1, kMaxLingerUs + 1}) {
-        conf.set("test/linger_us", bad);
-        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
-                  "test/linger_us must be in [0, 100000], got " +
-                      std::to_string(bad));
-    }
-    conf.set("test/linger_us", kMaxLingerUs);
-    for (int bad : {0, 60001}) {
-        conf.set("test/linger_turn_ms", bad);
-        EXPECT_EQ(readServerLimits(conf, "test", limits).message(),
-                  "test/linger_turn_ms must be in [1, 60000], got " +
-                      std::to_string(bad));
-    }
+    expectRefused(conf, "linger_us", {-1, kMaxLingerUs + 1}, "[0, 100000]");
+    expectRefused(conf, "linger_turn_ms", {0, 60001}, "[1, 60000]");
 }
 
 TEST(NetServerTest, AStreamingConnectionKeepsItsThread) {
