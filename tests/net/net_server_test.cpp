@@ -340,17 +340,21 @@ TEST(NetServerTest, LingerKeysAreReadAndBounded) {
     expectRefused(conf, "linger_turn_ms", {0, 60001}, "[1, 60000]");
 }
 
+ServerLimits lingering(int server_threads, int linger_us, int turn_ms) {
+    ServerLimits limits;
+    limits.server_threads = server_threads;
+    limits.linger_us = linger_us;
+    limits.linger_turn_ms = turn_ms;
+    return limits;
+}
+
 TEST(NetServerTest, AStreamingConnectionKeepsItsThread) {
     // A client that sends its next request as soon as it has the answer
     // meets the thread that answered it, lingering for it: no request but
     // the first goes through the event loop. With linger_us 0 every one
     // does.
     for (int linger_us : {kMaxLingerUs, 0}) {
-        ServerLimits limits;
-        limits.server_threads = 2;
-        limits.linger_us = linger_us;
-        limits.linger_turn_ms = 60000;
-        EchoServer echo(limits);
+        EchoServer echo(lingering(2, linger_us, 60000));
         int fd = connectLoopback(echo.port());
         constexpr int kRequests = 100;
         for (int i = 0; i < kRequests; ++i) {
@@ -374,11 +378,7 @@ TEST(NetServerTest, ASteadyConnectionHandsItsThreadBackEveryTurn) {
     // One thread, a 100 ms linger and a client that never pauses: without
     // linger_turn_ms it would keep the thread for as long as it streams,
     // and a second client would wait for it to stop.
-    ServerLimits limits;
-    limits.server_threads = 1;
-    limits.linger_us = kMaxLingerUs;
-    limits.linger_turn_ms = 5;
-    EchoServer echo(limits);
+    EchoServer echo(lingering(1, kMaxLingerUs, 5));
     int streaming = connectLoopback(echo.port());
     int other = connectLoopback(echo.port());
     ASSERT_EQ(roundTrip(streaming, 's'), "s");
