@@ -1,5 +1,6 @@
 #include "metrics/tent_metrics.h"
 
+#include <functional>
 #include <sstream>
 #include <vector>
 
@@ -72,14 +73,23 @@ const char* transportLabel(TransportType t) {
 }
 
 struct TentMetrics::Impl {
+    // Series that another series already determines are not stored: a
+    // completed request writes four histograms and no counter, and the
+    // scrape derives the rest (see the accessors below).
     // [op][transport]
-    ShardedCounter bytes[2][kTransports];
-    ShardedCounter requests[2][kTransports];
     ShardedCounter failures[2][kTransports];
+    // Attempts other than a completed request's own (failed, refused, or
+    // recorded alone through recordAttempt).
     ShardedCounter attempts[2][kTransports];
     ShardedCounter attempt_failures[2][kTransports];
     ShardedCounter failover[kTransports][kTransports];
+    // Successful requests recorded through recordRequest.
     std::vector<std::unique_ptr<ShardedHistogram>> latency[2];
+    // recordCompleted's requests: its latency is both the request's and
+    // its completed attempt's, so it is observed once and counted in both
+    // families at render time.
+    std::vector<std::unique_ptr<ShardedHistogram>> completed_latency[2];
+    // Every successful request; its sum is the bytes counter.
     std::vector<std::unique_ptr<ShardedHistogram>> size[2];
     std::vector<std::unique_ptr<ShardedHistogram>> attempt_latency[2];
     std::vector<std::unique_ptr<ShardedHistogram>> stage_dispatch;
@@ -88,11 +98,24 @@ struct TentMetrics::Impl {
     Impl() {
         for (int op = 0; op < 2; ++op) {
             latency[op] = makeHistograms(kTransports, kLatencyBuckets);
+            completed_latency[op] =
+                makeHistograms(kTransports, kLatencyBuckets);
             size[op] = makeHistograms(kTransports, kSizeBuckets);
             attempt_latency[op] = makeHistograms(kTransports, kLatencyBuckets);
         }
         stage_dispatch = makeHistograms(kTransports, kStageBuckets);
         stage_transport = makeHistograms(kTransports, kStageBuckets);
+    }
+
+    // The exposed series, derived. Each is a sum of monotone counters, so
+    // it never goes down between scrapes.
+    uint64_t bytes(int o, int s) const { return size[o][s]->sum(); }
+    uint64_t requests(int o, int s) const {
+        return failures[o][s].value() + latency[o][s]->count() +
+               completed_latency[o][s]->count();
+    }
+    uint64_t attemptCount(int o, int s) const {
+        return attempts[o][s].value() + completed_latency[o][s]->count();
     }
 };
 
@@ -104,19 +127,44 @@ int slot(TransportType t) {
     return (i >= 0 && i < kTransports) ? i : 0;
 }
 
+// A histogram as rendered: one stored histogram or two with the same
+// bounds summed (a family whose completed requests live in
+// completed_latency).
+struct HistView {
+    const std::vector<double>* bounds;
+    std::vector<uint64_t> counts;  // non-cumulative, +Inf last
+    uint64_t sum;
+    uint64_t count() const {
+        uint64_t total = 0;
+        for (uint64_t c : counts) total += c;
+        return total;
+    }
+};
+
+HistView viewOf(const ShardedHistogram& h,
+                const ShardedHistogram* plus = nullptr) {
+    HistView v{&h.bounds(), h.bucketCounts(), h.sum()};
+    if (plus != nullptr) {
+        const auto more = plus->bucketCounts();
+        for (size_t i = 0; i < v.counts.size(); ++i) v.counts[i] += more[i];
+        v.sum += plus->sum();
+    }
+    return v;
+}
+
 void writeHistogram(std::ostringstream& os, const std::string& name,
-                    const std::string& labels, const ShardedHistogram& h) {
-    auto counts = h.bucketCounts();
+                    const std::string& labels, const HistView& h) {
+    const auto& counts = h.counts;
     uint64_t cumulative = 0;
-    for (size_t i = 0; i < h.bounds().size(); ++i) {
+    for (size_t i = 0; i < h.bounds->size(); ++i) {
         cumulative += counts[i];
         os << name << "_bucket{" << labels << ",le=\""
-           << fmtBound(h.bounds()[i]) << "\"} " << cumulative << "\n";
+           << fmtBound((*h.bounds)[i]) << "\"} " << cumulative << "\n";
     }
     cumulative += counts.back();
     os << name << "_bucket{" << labels << ",le=\"+Inf\"} " << cumulative
        << "\n";
-    os << name << "_sum{" << labels << "} " << h.sum() << "\n";
+    os << name << "_sum{" << labels << "} " << h.sum << "\n";
     os << name << "_count{" << labels << "} " << cumulative << "\n";
 }
 }  // namespace
@@ -128,12 +176,10 @@ void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
                                 uint64_t latency_us, bool ok) {
     int o = static_cast<int>(op), s = slot(t);
     const size_t shard = currentShard();
-    impl_->requests[o][s].addAt(shard, 1);
     if (!ok) {
         impl_->failures[o][s].addAt(shard, 1);
         return;
     }
-    impl_->bytes[o][s].addAt(shard, bytes);
     impl_->latency[o][s]->observeAt(shard, latency_us);
     impl_->size[o][s]->observeAt(shard, bytes);
 }
@@ -161,16 +207,14 @@ void TentMetrics::recordCompleted(Op op, TransportType t, uint64_t bytes,
     const int o = static_cast<int>(op), s = slot(t);
     const size_t shard = currentShard();
     Impl& m = *impl_;
-    m.attempts[o][s].addAt(shard, 1);
-    m.attempt_latency[o][s]->observeAt(shard, latency_us);
+    // Request, completed attempt, bytes and both counts all follow from
+    // these four.
+    m.completed_latency[o][s]->observeAt(shard, latency_us);
+    m.size[o][s]->observeAt(shard, bytes);
     if (staged) {
         m.stage_dispatch[s]->observeAt(shard, dispatch_us);
         m.stage_transport[s]->observeAt(shard, transport_us);
     }
-    m.requests[o][s].addAt(shard, 1);
-    m.bytes[o][s].addAt(shard, bytes);
-    m.latency[o][s]->observeAt(shard, latency_us);
-    m.size[o][s]->observeAt(shard, bytes);
 }
 
 void TentMetrics::recordFailover(TransportType from, TransportType to) {
@@ -182,9 +226,9 @@ uint64_t TentMetrics::total(Total kind, Op op, TransportType t) const {
     if (static_cast<int>(t) != s) return 0;
     switch (kind) {
         case Total::kBytes:
-            return impl_->bytes[o][s].value();
+            return impl_->bytes(o, s);
         case Total::kRequests:
-            return impl_->requests[o][s].value();
+            return impl_->requests(o, s);
         default:
             return impl_->failures[o][s].value();
     }
@@ -194,27 +238,29 @@ std::string TentMetrics::renderPrometheus() const {
     std::ostringstream os;
     // Per-op counters with a transport label; only series that have seen
     // traffic are written, so a scrape stays short.
-    auto counter = [&](const char* name, const char* help,
-                       const ShardedCounter(*arr)[kTransports], int op) {
+    const auto& m = *impl_;
+    // value(op, transport) of one counter family.
+    using Value = std::function<uint64_t(int, int)>;
+    auto counter = [&](const char* name, const char* help, const Value& value,
+                       int op) {
         os << "# HELP " << name << " " << help << "\n";
         os << "# TYPE " << name << " counter\n";
         for (int t = 0; t < kTransports; ++t) {
-            uint64_t v = arr[op][t].value();
+            uint64_t v = value(op, t);
             if (v == 0) continue;
             os << name << "{transport=\""
                << transportLabel(static_cast<TransportType>(t)) << "\"} " << v
                << "\n";
         }
     };
-    const auto& m = *impl_;
     for (int op = 0; op < 2; ++op) {
         std::string p = std::string("tent_") + opLabel(op);
         counter((p + "_bytes_total").c_str(), "Total bytes moved via TENT",
-                m.bytes, op);
+                [&](int o, int t) { return m.bytes(o, t); }, op);
         counter((p + "_requests_total").c_str(), "Total requests via TENT",
-                m.requests, op);
+                [&](int o, int t) { return m.requests(o, t); }, op);
         counter((p + "_failures_total").c_str(), "Total failures via TENT",
-                m.failures, op);
+                [&](int o, int t) { return m.failures[o][t].value(); }, op);
     }
     os << "# HELP tent_transport_failover_total Total cross-transport "
           "failover events\n# TYPE tent_transport_failover_total counter\n";
@@ -228,12 +274,12 @@ std::string TentMetrics::renderPrometheus() const {
                << "\n";
         }
     auto attemptCounter = [&](const char* name, const char* help,
-                              const ShardedCounter(*arr)[kTransports]) {
+                              const Value& value) {
         os << "# HELP " << name << " " << help << "\n# TYPE " << name
            << " counter\n";
         for (int op = 0; op < 2; ++op)
             for (int t = 0; t < kTransports; ++t) {
-                uint64_t v = arr[op][t].value();
+                uint64_t v = value(op, t);
                 if (v == 0) continue;
                 os << name << "{transport=\""
                    << transportLabel(static_cast<TransportType>(t))
@@ -242,19 +288,22 @@ std::string TentMetrics::renderPrometheus() const {
     };
     attemptCounter("tent_transport_attempts_total",
                    "Total physical transport attempts submitted for execution",
-                   m.attempts);
-    attemptCounter("tent_transport_attempt_failures_total",
-                   "Physical transport attempts that terminated with FAILED",
-                   m.attempt_failures);
+                   [&](int o, int t) { return m.attemptCount(o, t); });
+    attemptCounter(
+        "tent_transport_attempt_failures_total",
+        "Physical transport attempts that terminated with FAILED",
+        [&](int o, int t) { return m.attempt_failures[o][t].value(); });
     auto histograms =
         [&](const std::string& name, const char* help,
             const std::vector<std::unique_ptr<ShardedHistogram>>* arr,
+            const std::vector<std::unique_ptr<ShardedHistogram>>* plus,
             bool with_op) {
             os << "# HELP " << name << " " << help << "\n# TYPE " << name
                << " histogram\n";
             for (int op = 0; op < 2; ++op)
                 for (int t = 0; t < kTransports; ++t) {
-                    const auto& h = *arr[op][t];
+                    const HistView h =
+                        viewOf(*arr[op][t], plus ? plus[op][t].get() : nullptr);
                     if (h.count() == 0) continue;
                     std::string labels =
                         std::string("transport=\"") +
@@ -272,7 +321,8 @@ std::string TentMetrics::renderPrometheus() const {
            << " latency distribution in microseconds\n# TYPE " << p
            << "_latency_us histogram\n";
         for (int t = 0; t < kTransports; ++t) {
-            const auto& h = *m.latency[op][t];
+            const HistView h =
+                viewOf(*m.latency[op][t], m.completed_latency[op][t].get());
             if (h.count() == 0) continue;
             writeHistogram(os, p + "_latency_us",
                            std::string("transport=\"") +
@@ -284,7 +334,7 @@ std::string TentMetrics::renderPrometheus() const {
            << " request size distribution in bytes\n# TYPE " << p
            << "_size_bytes histogram\n";
         for (int t = 0; t < kTransports; ++t) {
-            const auto& h = *m.size[op][t];
+            const HistView h = viewOf(*m.size[op][t]);
             if (h.count() == 0) continue;
             writeHistogram(os, p + "_size_bytes",
                            std::string("transport=\"") +
@@ -298,12 +348,13 @@ std::string TentMetrics::renderPrometheus() const {
         os << "# HELP " << name << " " << help << "\n# TYPE " << name
            << " histogram\n";
         for (int t = 0; t < kTransports; ++t) {
-            if (v[t]->count() == 0) continue;
+            const HistView h = viewOf(*v[t]);
+            if (h.count() == 0) continue;
             writeHistogram(os, name,
                            std::string("transport=\"") +
                                transportLabel(static_cast<TransportType>(t)) +
                                "\"",
-                           *v[t]);
+                           h);
         }
     };
     stage("tent_stage_dispatch_us",
@@ -315,7 +366,7 @@ std::string TentMetrics::renderPrometheus() const {
           m.stage_transport);
     histograms("tent_transport_attempt_latency_us",
                "Observed physical transport attempt latency in microseconds",
-               m.attempt_latency, true);
+               m.attempt_latency, m.completed_latency, true);
     return os.str();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -111,6 +112,93 @@ TEST(TentMetricsTest, ConcurrentThreadsSumExactly) {
                                std::to_string(kThreads * kPerThread)));
     EXPECT_TRUE(hasLine(t, "tent_write_bytes_total{transport=\"tcp\"} " +
                                std::to_string(3 * kThreads * kPerThread)));
+}
+
+// recordCompleted stores fewer series and derives the rest at render time;
+// its output must be exactly that of the three calls it stands for, mixed
+// with requests and attempts recorded on their own.
+TEST(TentMetricsTest, CompletedRendersAsAttemptStagesAndRequest) {
+    TentMetrics combined, separate;
+    struct Done {
+        Op op;
+        TransportType t;
+        uint64_t bytes, latency, dispatch, transport;
+        bool staged;
+    };
+    const Done done[] = {
+        {Op::kRead, TCP, 4096, 200, 20, 180, true},
+        {Op::kRead, TCP, 1, 0, 0, 0, true},
+        {Op::kWrite, TCP, 70000, 7000, 0, 0, false},
+        {Op::kWrite, MPCOMM, 2u << 20, 600000, 400, 599600, true},
+        {Op::kRead, SHM, 1024, 100, 10, 90, true},
+    };
+    for (const Done& d : done) {
+        combined.recordCompleted(d.op, d.t, d.bytes, d.latency, d.dispatch,
+                                 d.transport, d.staged);
+        separate.recordAttempt(d.op, d.t, d.latency, true);
+        if (d.staged) separate.recordStages(d.t, d.dispatch, d.transport);
+        separate.recordRequest(d.op, d.t, d.bytes, d.latency, true);
+    }
+    for (TentMetrics* m : {&combined, &separate}) {
+        m->recordRequest(Op::kRead, TCP, 512, 50, true);
+        m->recordRequest(Op::kRead, TCP, 9, 3000, false);
+        m->recordAttempt(Op::kRead, TCP, 3000, false);
+        m->recordAttempt(Op::kWrite, SHM, 0, false);
+        m->recordFailover(SHM, TCP);
+    }
+    const std::string want = separate.renderPrometheus();
+    EXPECT_EQ(combined.renderPrometheus(), want);
+    EXPECT_TRUE(hasLine(
+        want,
+        "tent_transport_attempts_total{transport=\"tcp\",operation=\"read\"}"
+        " 3"))
+        << want;
+    EXPECT_TRUE(hasLine(want, "tent_read_bytes_total{transport=\"tcp\"} 4609"));
+    for (auto kind : {TentMetrics::Total::kBytes, TentMetrics::Total::kRequests,
+                      TentMetrics::Total::kFailures})
+        for (auto op : {Op::kRead, Op::kWrite})
+            for (auto t : {TCP, SHM, MPCOMM})
+                EXPECT_EQ(combined.total(kind, op, t),
+                          separate.total(kind, op, t));
+}
+
+// A scrape during writes sees every derived series whole: counts never go
+// down between scrapes and the final scrape is exact (the TSan build checks
+// the reads against the writers).
+TEST(TentMetricsTest, ScrapeDuringCompletionsIsMonotoneAndExact) {
+    TentMetrics m;
+    constexpr int kThreads = 4, kPerThread = 5000;
+    std::atomic<int> running{kThreads};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+        threads.emplace_back([&] {
+            for (int j = 0; j < kPerThread; ++j)
+                m.recordCompleted(Op::kWrite, TCP, 8, 1, 0, 1, true);
+            running.fetch_sub(1);
+        });
+    uint64_t last = 0;
+    while (running.load() > 0) {
+        const uint64_t now =
+            m.total(TentMetrics::Total::kRequests, Op::kWrite, TCP);
+        EXPECT_GE(now, last);
+        last = now;
+        m.renderPrometheus();
+    }
+    for (auto& th : threads) th.join();
+    const std::string n = std::to_string(kThreads * kPerThread);
+    const std::string t = m.renderPrometheus();
+    EXPECT_TRUE(
+        hasLine(t, "tent_write_requests_total{transport=\"tcp\"} " + n));
+    EXPECT_TRUE(hasLine(t,
+                        "tent_transport_attempts_total{transport=\"tcp\","
+                        "operation=\"write\"} " +
+                            n));
+    EXPECT_TRUE(hasLine(t,
+                        "tent_transport_attempt_latency_us_count{transport="
+                        "\"tcp\",operation=\"write\"} " +
+                            n));
+    EXPECT_TRUE(
+        hasLine(t, "tent_write_latency_us_count{transport=\"tcp\"} " + n));
 }
 
 // promtool is Prometheus's own linter for the exposition format.
