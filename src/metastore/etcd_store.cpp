@@ -3,6 +3,7 @@
 // libcurl. Keys and values travel base64-encoded, 64-bit numbers as
 // strings. Every value this client writes is attached to one lease, granted
 // on the first write and again after it expired; keepAlive() renews it.
+// watch() is a streaming /v3/watch on a thread of its own (etcd_watch.cpp).
 #include <curl/curl.h>
 
 #include <algorithm>

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "kit/free_tcp_port.h"
 #include "kit/store_server.h"
 #include "kit/wait_until.h"
 #include "tent/runtime/metastore.h"
@@ -125,6 +126,22 @@ TEST_F(EtcdWatchTest, ARestartedEtcdIsWatchedAnewAfterAGap) {
     ASSERT_TRUE(waitUntil([&] { return put("tent/seg/b", "2").ok(); }));
     ASSERT_TRUE(waitUntil([&] { return seen_.count() == 2; }));
     EXPECT_EQ(seen_.snapshot().back(), "tent/seg/b");
+}
+
+TEST_F(EtcdWatchTest, ADeadFirstServerIsPassedOver) {
+    // Nothing listens on the first server: the watch moves on to etcd.
+    const std::string servers =
+        "127.0.0.1:" + std::to_string(testing::freeTcpPort()) + "," +
+        server_->address();
+    std::shared_ptr<MetaStore> store;
+    ASSERT_TRUE(MetaStore::Create("etcd", servers, options_, store).ok());
+    ASSERT_TRUE(startWatch(*store, "tent/seg/", seen_, watch_).ok());
+    ASSERT_TRUE(waitUntil([&] { return watch_->connects() == 1; }));
+    ASSERT_TRUE(put("tent/seg/a", "1").ok());
+    ASSERT_TRUE(waitUntil([&] { return seen_.count() == 1; }));
+    EXPECT_EQ(seen_.snapshot(), std::vector<std::string>{"tent/seg/a"});
+    // No watch had been created before: nothing was missed.
+    EXPECT_EQ(seen_.gaps.load(), 0);
 }
 
 TEST_F(EtcdWatchTest, StoppingWithEtcdFrozenIsImmediate) {
