@@ -205,8 +205,9 @@ class FakeGateway {
             if (::poll(&fd, 1, 50) == 1) {
                 int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
                 if (conn >= 0) {
-                    serve(conn, accepted_.load());
-                    accepted_.fetch_add(1);
+                    // Counted before the reply, which the test may see
+                    // first.
+                    serve(conn, accepted_.fetch_add(1));
                     open.push_back(conn);
                 }
             }
