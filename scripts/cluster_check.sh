@@ -28,7 +28,8 @@
 #     changing) for STEADY_S seconds, and the store's own read counts over
 #     that window are printed with engines, peers and reads per engine per
 #     peer (Redis INFO commandstats EVAL calls; etcd /metrics
-#     etcd_debugging_mvcc_range_total). Use with KILL_NODE=-1. The nodes
+#     etcd_mvcc_range_total: range reads, a txn's compare included). Use
+#     with KILL_NODE=-1. The nodes
 #     then keep the engine's own metadata/cache_ttl_ms (300 s with a live
 #     store watch, else 10 s) instead of the 1 s the kill runs use.
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
@@ -195,7 +196,7 @@ store_reads() {
       awk -F'[:=,]' '/^cmdstat_(eval|evalsha):/ {n += $3} END {print n + 0}'
   else
     curl -sf "http://$STORE_ADDR/metrics" |
-      awk '/^etcd_debugging_mvcc_range_total / {print int($2)}'
+      awk '/^etcd_mvcc_range_total / {print int($2)}'
   fi
 }
 

@@ -3,6 +3,7 @@
 // libcurl. Keys and values travel base64-encoded, 64-bit numbers as
 // strings. Every value this client writes is attached to one lease, granted
 // on the first write and again after it expired; keepAlive() renews it.
+// watch() is a streaming /v3/watch on a thread of its own (etcd_watch.cpp).
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 
 #include "common/json_util.h"
 #include "metastore/curl_once.h"
+#include "metastore/etcd_base64.h"
+#include "metastore/etcd_watch.h"
 #include "metastore/server_pool.h"
 #include "metastore/store_factories.h"
 #include "tent/runtime/metastore.h"
@@ -24,47 +27,6 @@ namespace {
 // What an etcd reply holds besides the value itself (keys, revisions,
 // header).
 constexpr size_t kReplyEnvelopeBytes = 64u << 10;
-
-constexpr char kBase64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string base64Encode(const std::string& in) {
-    std::string out;
-    out.reserve((in.size() + 2) / 3 * 4);
-    size_t i = 0;
-    for (; i + 2 < in.size(); i += 3) {
-        uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) |
-                     uint8_t(in[i + 2]);
-        for (int shift : {18, 12, 6, 0}) out += kBase64[(v >> shift) & 63];
-    }
-    if (i < in.size()) {
-        uint32_t v = uint8_t(in[i]) << 16;
-        if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
-        out += kBase64[(v >> 18) & 63];
-        out += kBase64[(v >> 12) & 63];
-        out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
-        out += '=';
-    }
-    return out;
-}
-
-bool base64Decode(const std::string& in, std::string& out) {
-    out.clear();
-    uint32_t v = 0;
-    int bits = 0;
-    for (char c : in) {
-        if (c == '=') break;
-        const char* p = std::strchr(kBase64, c);
-        if (c == '\0' || p == nullptr) return false;
-        v = (v << 6) | uint32_t(p - kBase64);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out += static_cast<char>((v >> bits) & 0xff);
-        }
-    }
-    return true;
-}
 
 // A reply body being received, cut off (the transfer fails) at `cap`.
 struct ReplyBody {
@@ -188,6 +150,14 @@ class EtcdStore : public MetaStore {
             int64_t expect = lease;
             lease_.compare_exchange_strong(expect, 0);
         }
+        return Status::OK();
+    }
+
+    Status watch(const std::string& prefix, KeyChanged changed,
+                 std::function<void()> gap,
+                 std::unique_ptr<MetaStoreWatch>& out) override {
+        out = startEtcdWatch(servers_, options_, prefix, std::move(changed),
+                             std::move(gap));
         return Status::OK();
     }
 
