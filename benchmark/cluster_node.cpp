@@ -50,7 +50,7 @@ DEFINE_uint64(slot_bytes, 64 << 10,
               "node (a multiple of 8)");
 DEFINE_int32(ttl_ms, 3000,
              "metadata/ttl_ms: how long a killed node's key "
-             "outlives it");
+             "outlives it; -1 leaves the engine's default");
 DEFINE_int32(cache_ttl_ms, 1000,
              "metadata/cache_ttl_ms: how soon a restarted peer's new "
              "descriptor is read; -1 leaves the engine's default (300 s "
@@ -168,7 +168,7 @@ std::shared_ptr<Config> nodeConfig() {
     conf->set("metadata_servers", FLAGS_metadata_servers);
     conf->set("local_segment_name", nodeName(FLAGS_index));
     conf->set("rpc_server_hostname", std::string("127.0.0.1"));
-    conf->set("metadata/ttl_ms", FLAGS_ttl_ms);
+    if (FLAGS_ttl_ms >= 0) conf->set("metadata/ttl_ms", FLAGS_ttl_ms);
     if (FLAGS_cache_ttl_ms >= 0) {
         conf->set("metadata/cache_ttl_ms", FLAGS_cache_ttl_ms);
     }

@@ -31,7 +31,9 @@
 #     etcd_mvcc_range_total: range reads, a txn's compare included). Use
 #     with KILL_NODE=-1. The nodes
 #     then keep the engine's own metadata/cache_ttl_ms (300 s with a live
-#     store watch, else 10 s) instead of the 1 s the kill runs use.
+#     store watch, else 10 s) and metadata/ttl_ms (10 s) instead of the
+#     1 s and 3 s the kill runs use (a 3 s lease renewed late on a loaded
+#     host lapses, and etcd reports the lapse to every watching engine).
 #   RUN_TIMEOUT_S [900]  bound on one run (store x transport)
 #   PAIR_TIMEOUT_MS [60000]  the nodes' --pair_timeout_ms: how long a pair
 #     may keep failing (across the outage) before it counts as unrecovered
@@ -85,7 +87,7 @@ is_uint "$STEADY_THREADS" && [ "$STEADY_THREADS" -ge 1 ] ||
   die "STEADY_THREADS must be an integer >= 1, got '$STEADY_THREADS'"
 [ "$STEADY_S" -gt 0 ] && [ "$KILL_NODE" -ge 0 ] &&
   die "STEADY_S needs KILL_NODE=-1 (nothing may change while reads are counted)"
-[ "$STEADY_S" -gt 0 ] && CACHE_TTL_FLAG=(--cache_ttl_ms=-1)
+[ "$STEADY_S" -gt 0 ] && CACHE_TTL_FLAG=(--cache_ttl_ms=-1 --ttl_ms=-1)
 [[ "$KILL_NODE" =~ ^-?[0-9]+$ ]] && [ "$KILL_NODE" -lt "$NODES" ] ||
   die "KILL_NODE must be -1 or in [0, $((NODES - 1))], got '$KILL_NODE'"
 is_uint "$OUTAGE_S" || die "OUTAGE_S must be whole seconds, got '$OUTAGE_S'"
