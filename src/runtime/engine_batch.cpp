@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/buffer_lookup.h"
+#include "runtime/remote_desc_memo.h"
 #include "runtime/transfer_engine_impl.h"
 #include "tent/runtime/platform.h"
 
@@ -45,6 +46,12 @@ void targetFacts(const SegmentDesc& local, const std::string* own_user,
         (!desc.machine_id.empty() && desc.machine_id == local.machine_id);
     const std::string* peer_user = same_machine ? shmUserOf(desc) : nullptr;
     same_user = peer_user && own_user && *peer_user == *own_user;
+}
+
+// Whether every buffer `desc` holds is host memory (or it holds none: a
+// file segment), as its indexBuffers() counted them.
+inline bool allDramTarget(const SegmentDesc& desc) {
+    return desc.type != SegmentType::Memory || desc.getMemory().allDram();
 }
 
 Status unknownBatch(const char* operation, BatchID id) {
@@ -231,7 +238,14 @@ Status TransferEngineImpl::submitInternal(
     BufferLookup local_lookup;
     BufferLookup remote_lookup;
     SegmentID last_target = LOCAL_SEGMENT_ID;
-    SegmentDescRef desc;
+    // Held by `memo` (this thread's) until its next call: a submission that
+    // rotates over many peers finds each in O(1), with one clock read.
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(*segments_);
+    // The change count before the clock: see RemoteLease::currentAt().
+    const uint64_t changes = segments_->remoteChanges();
+    const SegmentManager::CacheClock::time_point now =
+        SegmentManager::cacheNow();
+    const SegmentDesc* desc = nullptr;
     bool same_machine = false;
     bool same_user = false;
     std::shared_ptr<Platform> platform;  // fetched on the first need
@@ -243,16 +257,14 @@ Status TransferEngineImpl::submitInternal(
     // peer would pay for string and map look-ups nobody reads.
     const bool facts = selector_.usesTargetFacts();
     const std::string* own_user = facts ? shmUserOf(*local) : nullptr;
-    // Whether every buffer the target `desc` holds is host memory (or it
-    // holds none: a file segment), as its indexBuffers() counted them.
+    // allDramTarget() of the target `desc`.
     bool remote_all_dram = false;
-    auto onTarget = [&]() {
-        remote_all_dram =
-            desc->type != SegmentType::Memory || desc->getMemory().allDram();
-        if (facts) {
-            targetFacts(*local, own_user, *desc, last_target, same_machine,
-                        same_user);
-        }
+    // Found per target change, which a submission rotating over peers
+    // makes on every request: the common part inline, the facts (a called
+    // lambda) only when the selector reads them.
+    auto onTargetFacts = [&]() {
+        targetFacts(*local, own_user, *desc, last_target, same_machine,
+                    same_user);
     };
     // Chooses the transport of `request` to the target `desc` holds;
     // `missed` when it failed because no buffer of the target covers the
@@ -329,14 +341,19 @@ Status TransferEngineImpl::submitInternal(
         Status s;
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
-            desc.reset();
             remote_lookup.reset();
-            s = segments_->getRemoteCached(desc, request.target_id);
+            desc = memo.find(request.target_id, now, changes);
+            if (desc == nullptr) {
+                s = memo.get(*segments_, request.target_id, now, desc);
+            }
             if (s.ok() && !desc) {
                 s = noSegmentDescriptor(request.target_id);
             }
             last_target = request.target_id;
-            if (desc) onTarget();
+            if (desc) {
+                remote_all_dram = allDramTarget(*desc);
+                if (facts) onTargetFacts();
+            }
         }
         if (s.ok()) {
             TransportType chosen = UNSPEC;
@@ -348,7 +365,7 @@ Status TransferEngineImpl::submitInternal(
             // miss that persists fails with the text it had.
             if (missed) {
                 bool refreshed = false;
-                SegmentDescRef fresh = desc;
+                SegmentDescRef fresh;
                 Status r = segments_->refreshAfterMiss(fresh, request.target_id,
                                                        refreshed);
                 if (!r.ok()) {
@@ -356,9 +373,11 @@ Status TransferEngineImpl::submitInternal(
                                  << ": re-reading the descriptor "
                                  << "after a miss failed: " << r.message();
                 } else if (refreshed) {
-                    desc = std::move(fresh);
+                    desc = fresh.get();
+                    memo.replace(request.target_id, std::move(fresh));
                     remote_lookup.reset();
-                    onTarget();
+                    remote_all_dram = allDramTarget(*desc);
+                    if (facts) onTargetFacts();
                     s = route(request, chosen, missed);
                 }
             }

@@ -91,6 +91,13 @@ class SegmentManager {
             return changes_ != nullptr && now < expiry_ &&
                    changes_->load(std::memory_order_acquire) == seen_;
         }
+        // current() against `changes`, the manager's remoteChanges() read
+        // once for a run of checks (before `now`): no shared memory is
+        // read. A reset lease's expiry is the clock's epoch, so it is never
+        // current.
+        bool currentAt(CacheClock::time_point now, uint64_t changes) const {
+            return now < expiry_ && changes == seen_;
+        }
         void reset() { *this = RemoteLease(); }
 
      private:
@@ -121,6 +128,14 @@ class SegmentManager {
     void setPublishListener(std::function<void()> listener);
     // Number of synchronizeLocal() calls that published a new snapshot.
     uint64_t publishedVersion() const { return published_version_.load(); }
+    // The count every RemoteLease of this manager was filled against; any
+    // event that ends the leases moves it.
+    uint64_t remoteChanges() const {
+        return remote_changes_->load(std::memory_order_acquire);
+    }
+    // Unique in the process and never reused, unlike the manager's address:
+    // what a per-thread cache of its descriptors is keyed by.
+    uint64_t instanceId() const { return instance_id_; }
 
     Status openRemote(SegmentID& handle, const std::string& segment_name);
     Status closeRemote(SegmentID handle);

@@ -1,0 +1,71 @@
+// RemoteDescMemo: the calling thread's descriptors of the remote segments
+// it submitted to, indexed by segment id, each held with its
+// SegmentManager::RemoteLease.
+//
+// A submission that spreads its requests over many peers changes target
+// on almost every request. Asking the SegmentManager each time costs a
+// thread-local access, a hash look-up, a clock read and two reference
+// count updates per request; here a hit costs an index and a lease check
+// against a clock read once per submission, so a request to the 64th peer
+// costs what a request to the first does. The lease ends on every
+// invalidateRemote(), closeRemote(), getRemote() refresh or TTL expiry,
+// and an ended lease sends the look-up back to the manager: the memo never
+// hands out a descriptor the manager would not.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tent/runtime/segment_manager.h"
+
+namespace mooncake::tent {
+
+class RemoteDescMemo {
+ public:
+    // Segment ids at or past this are looked up in the manager each time:
+    // ids are never reused, so a process that opens segments without end
+    // would otherwise grow every submitting thread's memo without end.
+    static constexpr SegmentID kMaxSlots = 4096;
+
+    // The calling thread's memo for `segments`; emptied first when the
+    // thread last used it for another manager.
+    static RemoteDescMemo& forThread(const SegmentManager& segments);
+
+    // The memoised descriptor of `handle` while its lease holds at `now`
+    // against `changes` (see RemoteLease::currentAt), else null (then get()
+    // asks the manager). Inline: the hit is the hot path of a submission
+    // that changes target on every request.
+    const SegmentDesc* find(SegmentID handle,
+                            SegmentManager::CacheClock::time_point now,
+                            uint64_t changes) const {
+        if (handle >= slots_.size()) return nullptr;
+        const Slot& slot = slots_[handle];
+        // A lease is only ever current on a slot holding a descriptor.
+        return slot.lease.currentAt(now, changes) ? slot.desc.get() : nullptr;
+    }
+
+    // The descriptor of the remote segment `handle` in `desc`, valid until
+    // this thread's next call on the memo: the memoised one while its
+    // lease holds at `now` (SegmentManager::cacheNow()), else the
+    // manager's getRemoteCached() answer, memoised. Null with OK when the
+    // manager has none.
+    Status get(SegmentManager& segments, SegmentID handle,
+               SegmentManager::CacheClock::time_point now,
+               const SegmentDesc*& desc);
+
+    // Replaces the memoised descriptor of `handle` by `fresh` (a re-read
+    // after a miss), without a lease: the next get() asks the manager.
+    void replace(SegmentID handle, SegmentDescRef fresh);
+
+ private:
+    struct Slot {
+        SegmentDescRef desc;
+        SegmentManager::RemoteLease lease;
+    };
+    uint64_t owner_ = 0;  // SegmentManager::instanceId() of the slots
+    std::vector<Slot> slots_;
+    // Holds what get() or replace() handed out for an id past kMaxSlots.
+    SegmentDescRef overflow_;
+};
+
+}  // namespace mooncake::tent
