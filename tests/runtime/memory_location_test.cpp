@@ -338,7 +338,9 @@ TEST_P(MemoryLocationEngineTest, ShmEngineAgrees) {
             EXPECT_EQ(registered, refusedRegistration(buffer));
             break;
     }
-    if (p) EXPECT_TRUE(engine.freeLocalMemory(p).ok());
+    if (p) {
+        EXPECT_TRUE(engine.freeLocalMemory(p).ok());
+    }
 }
 
 // An engine with mpcomm alone over the mock adapter, on a host without
