@@ -114,12 +114,22 @@ Status StoreServer::start() {
                                      std::string(std::strerror(errno)));
     }
     dir_ = tmpl;
-    port_ = freeTcpPort();
-    peer_port_ = freeTcpPort();
-    if (port_ == 0 || peer_port_ == 0 || port_ == peer_port_) {
-        return Status::InternalError("no free loopback port for " + type_);
+    // A port free when picked can be taken (by another suite running
+    // beside this one, or picked twice here) before the server binds it,
+    // and the server then exits at start: it is started again on fresh
+    // ports, a bounded number of times.
+    Status s;
+    for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+        port_ = freeTcpPort();
+        peer_port_ = freeTcpPort();
+        if (port_ == 0 || peer_port_ == 0 || port_ == peer_port_) {
+            s = Status::InternalError("no free loopback port for " + type_);
+            continue;
+        }
+        s = spawn();
+        if (s.ok() || pid_ > 0) return s;
     }
-    return spawn();
+    return s;
 }
 
 Status StoreServer::restart(bool wipe) {

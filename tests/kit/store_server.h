@@ -23,6 +23,9 @@ class StoreServer {
  public:
     // How long start() and restart() wait for the server to answer.
     static constexpr int kStartBoundMs = 20000;
+    // Starts on fresh ports when the server exits at start (its port was
+    // taken between picking and binding).
+    static constexpr int kStartAttempts = 3;
     // "1": a store whose server is missing fails its cases (see above).
     static constexpr char kRequireStoresVar[] = "TENT_TEST_REQUIRE_STORES";
 

@@ -68,7 +68,8 @@ class EtcdWatchTest : public ::testing::Test {
     void SetUp() override {
         TENT_SKIP_OR_FAIL_WITHOUT_STORE("etcd");
         server_ = std::make_unique<StoreServer>("etcd");
-        ASSERT_TRUE(server_->start().ok());
+        Status started = server_->start();
+        ASSERT_TRUE(started.ok()) << started;
         options_.timeout_ms = 1000;
         options_.watch_reconnect_max_ms = 200;
         ASSERT_TRUE(
