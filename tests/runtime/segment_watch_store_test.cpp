@@ -1,8 +1,9 @@
-// A real redis-server's change notifications reaching an engine's segment
-// cache: with a TTL of an hour, a peer's re-registration or removal is
-// seen within a bounded wait; a store restart breaks the subscription,
-// which comes back (and drops every cached copy, since changes may have
-// been missed); destroying the manager stops the watch at once.
+// A real store's change notifications reaching an engine's segment cache,
+// for Redis (PUBLISH on a channel) and etcd (its watch): with a TTL of an
+// hour, a peer's re-registration or removal is seen within a bounded wait;
+// a store restart breaks the subscription, which comes back (and drops
+// every cached copy, since changes may have been missed); destroying the
+// manager stops the watch at once.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -35,19 +36,20 @@ std::string record(const std::string& name, const std::string& tag) {
     return toCompactJson(value);
 }
 
-class SegmentWatchStoreTest : public ::testing::Test {
+class SegmentWatchStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
     void SetUp() override {
-        TENT_SKIP_OR_FAIL_WITHOUT_STORE("redis");
-        server_ = std::make_unique<StoreServer>("redis");
-        ASSERT_TRUE(server_->start().ok());
+        TENT_SKIP_OR_FAIL_WITHOUT_STORE(GetParam());
+        server_ = std::make_unique<StoreServer>(GetParam());
+        Status started = server_->start();
+        ASSERT_TRUE(started.ok()) << started;
         options_.timeout_ms = 1000;
         options_.watch_reconnect_max_ms = 200;
         ASSERT_TRUE(
-            MetaStore::Create("redis", server_->address(), options_, writer_)
+            MetaStore::Create(GetParam(), server_->address(), options_, writer_)
                 .ok());
         ASSERT_TRUE(
-            MetaStore::Create("redis", server_->address(), options_, reader_)
+            MetaStore::Create(GetParam(), server_->address(), options_, reader_)
                 .ok());
         fetcher_ = std::make_shared<StoreSegmentFetcher>(
             reader_, std::make_shared<StoreHealth>(*reader_));
@@ -86,7 +88,7 @@ class SegmentWatchStoreTest : public ::testing::Test {
     std::unique_ptr<SegmentManager> mgr_;
 };
 
-TEST_F(SegmentWatchStoreTest, AChangeIsSeenLongBeforeTheTtl) {
+TEST_P(SegmentWatchStoreTest, AChangeIsSeenLongBeforeTheTtl) {
     SegmentID id = 0;
     ASSERT_NO_FATAL_FAILURE(openWatched(id));
     EXPECT_EQ(cachedTag(id), "v1");
@@ -114,7 +116,7 @@ TEST_F(SegmentWatchStoreTest, AChangeIsSeenLongBeforeTheTtl) {
     EXPECT_EQ(mgr_->remoteFetches(), 3u);
 }
 
-TEST_F(SegmentWatchStoreTest, ARestartedStoreIsResubscribedAndDropsCopies) {
+TEST_P(SegmentWatchStoreTest, ARestartedStoreIsResubscribedAndDropsCopies) {
     SegmentID id = 0;
     ASSERT_NO_FATAL_FAILURE(openWatched(id));
     EXPECT_EQ(cachedTag(id), "v1");
@@ -140,7 +142,7 @@ TEST_F(SegmentWatchStoreTest, ARestartedStoreIsResubscribedAndDropsCopies) {
     ASSERT_TRUE(waitUntil([&] { return cachedTag(id) == "v4"; }));
 }
 
-TEST_F(SegmentWatchStoreTest, DestroyingTheManagerStopsTheWatchAtOnce) {
+TEST_P(SegmentWatchStoreTest, DestroyingTheManagerStopsTheWatchAtOnce) {
     SegmentID id = 0;
     ASSERT_NO_FATAL_FAILURE(openWatched(id));
     const auto start = std::chrono::steady_clock::now();
@@ -150,6 +152,10 @@ TEST_F(SegmentWatchStoreTest, DestroyingTheManagerStopsTheWatchAtOnce) {
     EXPECT_LT(took, std::chrono::milliseconds(options_.timeout_ms));
     EXPECT_EQ(fetcher_->watchConnects(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, SegmentWatchStoreTest,
+                         ::testing::Values("redis", "etcd"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace mooncake::tent
