@@ -394,17 +394,17 @@ void StreamServer::onReadable(const ConnRef& conn) {
         turnIdle(conn);
         return;
     }
-    int expected = kIdle;
-    if (!conn->state.compare_exchange_strong(expected, kBusy)) {
-        finish(conn);
-        return;
-    }
     // The thread keeps a busy connection across requests (lingerForNext)
     // for at most linger_turn_ms, then hands it back to the event loop so
     // that a connection with steady traffic cannot hold a thread from the
     // others indefinitely.
     const Deadline turn_end = deadlineIn(limits_.linger_turn_ms);
-    for (;;) {
+    do {
+        int expected = kIdle;
+        if (!conn->state.compare_exchange_strong(expected, kBusy)) {
+            finish(conn);
+            return;
+        }
         bool keep = handler_(conn->c, deadlineIn(limits_.frame_timeout_ms));
         conn->idle_since_ms = nowMs();
         expected = kBusy;
@@ -412,14 +412,7 @@ void StreamServer::onReadable(const ConnRef& conn) {
             finish(conn);
             return;
         }
-        if (!lingerForNext(*conn, turn_end)) break;
-        lingered_.fetch_add(1, std::memory_order_relaxed);
-        expected = kIdle;
-        if (!conn->state.compare_exchange_strong(expected, kBusy)) {
-            finish(conn);
-            return;
-        }
-    }
+    } while (lingerForNext(*conn, turn_end));
     turnIdle(conn);
 }
 
@@ -438,7 +431,9 @@ bool StreamServer::lingerForNext(Conn& conn, Deadline turn_end) {
     // Readable with nothing to read is the client's close: the event loop
     // sees it too and finishes the connection.
     char byte;
-    return ::recv(conn.c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+    if (::recv(conn.c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return false;
+    lingered_.fetch_add(1, std::memory_order_relaxed);
+    return true;
 }
 
 void StreamServer::finish(const ConnRef& conn) {
