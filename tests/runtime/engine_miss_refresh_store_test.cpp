@@ -36,7 +36,9 @@ class MissRefreshStoreTest : public ::testing::TestWithParam<std::string> {
         }
         engine_.reset();
         std::string why;
-        if (target_.running()) EXPECT_TRUE(target_.finish(why)) << why;
+        if (target_.running()) {
+            EXPECT_TRUE(target_.finish(why)) << why;
+        }
     }
 
     std::unique_ptr<StoreServer> server_;
