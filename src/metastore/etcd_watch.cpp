@@ -20,12 +20,11 @@
 #include "common/json_util.h"
 #include "metastore/curl_once.h"
 #include "metastore/etcd_base64.h"
+#include "metastore/server_pool.h"
 
 namespace mooncake::tent {
 
 namespace {
-
-constexpr int kFirstBackoffMs = 100;
 
 class EtcdWatch : public MetaStoreWatch {
  public:
@@ -75,19 +74,15 @@ class EtcdWatch : public MetaStoreWatch {
             LOG(ERROR) << "etcd watch: curl_multi_init failed; no watch";
             return;
         }
-        int backoff_ms = kFirstBackoffMs;
-        size_t server = 0;
-        while (!stop_.load()) {
-            bool created = false;
-            serve(servers_[server], created);
-            if (stop_.load()) break;
-            if (created) backoff_ms = kFirstBackoffMs;
-            server = (server + 1) % servers_.size();
-            if (waitStop(backoff_ms)) break;
-            backoff_ms = std::min(
-                backoff_ms * 2,
-                std::max(options_.watch_reconnect_max_ms, kFirstBackoffMs));
-        }
+        rotateWatchServers(
+            servers_.size(), options_.watch_reconnect_max_ms,
+            [this](size_t server) {
+                bool created = false;
+                serve(servers_[server], created);
+                return created;
+            },
+            [this](int ms) { return waitStop(ms); },
+            [this] { return stop_.load(); });
     }
 
     static size_t onData(char* data, size_t size, size_t count, void* user) {

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <thread>
 
+#include "metastore/server_pool.h"
 #include "net/socket_io.h"
 
 namespace mooncake::tent {
@@ -27,7 +28,6 @@ namespace {
 
 // A key longer than this in a message is not one of ours: dropped.
 constexpr size_t kMaxKeyBytes = 4096;
-constexpr int kFirstBackoffMs = 100;
 
 class RedisWatch : public MetaStoreWatch {
  public:
@@ -65,19 +65,15 @@ class RedisWatch : public MetaStoreWatch {
     }
 
     void run() {
-        int backoff_ms = kFirstBackoffMs;
-        size_t server = 0;
-        while (!stop_.load()) {
-            bool subscribed = false;
-            serve(servers_[server], subscribed);
-            if (stop_.load()) break;
-            if (subscribed) backoff_ms = kFirstBackoffMs;
-            server = (server + 1) % servers_.size();
-            if (waitStop(backoff_ms)) break;
-            backoff_ms = std::min(
-                backoff_ms * 2,
-                std::max(options_.watch_reconnect_max_ms, kFirstBackoffMs));
-        }
+        rotateWatchServers(
+            servers_.size(), options_.watch_reconnect_max_ms,
+            [this](size_t server) {
+                bool subscribed = false;
+                serve(servers_[server], subscribed);
+                return subscribed;
+            },
+            [this](int ms) { return waitStop(ms); },
+            [this] { return stop_.load(); });
     }
 
     // One subscription on one server, until it breaks or the watch stops.

@@ -2,9 +2,11 @@
 // them in (the one that answered last first) and the idle connections to
 // each, kept between calls so that a store does not connect anew for every
 // command. The etcd and redis stores share it; the handle type and how to
-// close one are theirs.
+// close one are theirs. Their watches share the order in which they try
+// the servers again after a subscription broke (rotateWatchServers).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <mutex>
@@ -76,5 +78,27 @@ class ServerPool {
     std::mutex mu_;  // guards idle_; never held across a call
     std::vector<std::vector<Handle>> idle_;
 };
+
+// A store watch's life: `serve(server)` holds one subscription on that
+// server until it breaks and returns whether it was established; the next
+// server is then tried after a wait that starts at 100 ms and doubles after
+// each attempt that established nothing, up to `max_backoff_ms`. Ends when
+// `wait_stop(ms)` (the wait, cut short by a stop) or `stopping()` says so.
+template <typename Serve, typename WaitStop, typename Stopping>
+void rotateWatchServers(size_t servers, int max_backoff_ms, Serve&& serve,
+                        WaitStop&& wait_stop, Stopping&& stopping) {
+    constexpr int kFirstBackoffMs = 100;
+    int backoff_ms = kFirstBackoffMs;
+    size_t server = 0;
+    while (!stopping()) {
+        const bool established = serve(server);
+        if (stopping()) break;
+        if (established) backoff_ms = kFirstBackoffMs;
+        server = (server + 1) % servers;
+        if (wait_stop(backoff_ms)) break;
+        backoff_ms =
+            std::min(backoff_ms * 2, std::max(max_backoff_ms, kFirstBackoffMs));
+    }
+}
 
 }  // namespace mooncake::tent
