@@ -1,13 +1,15 @@
-// The TENT metric set with upstream's names and label sets. Every metric is
-// pre-created per transport (labels come from the TransportType enum only),
-// so recording is an array index plus a sharded relaxed add.
+// The TENT metric set with upstream's names and label sets. Every series
+// is pre-created per transport (labels come from the TransportType enum
+// only) as a slot of the recording thread's block (thread_slots.h), so
+// recording is an index and a load and store of the thread's own slot.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "metrics/sharded_counter.h"
+#include "metrics/metric_buckets.h"
+#include "metrics/thread_slots.h"
 #include "tent/common/types.h"
 
 namespace mooncake {
