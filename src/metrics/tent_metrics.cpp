@@ -9,56 +9,7 @@ namespace tent {
 namespace metrics {
 namespace {
 
-constexpr int kTransports = kSupportedTransportTypes;
-
-// The set's slots in each thread's block. A histogram is its buckets
-// (non-cumulative, +Inf last) followed by its sum; its count is the sum of
-// its buckets, so an observation writes two slots.
-constexpr size_t kLatencySlots = kLatencyBucketCount + 1;
-constexpr size_t kSizeSlots = kSizeBucketCount + 1;
-constexpr size_t kStageSlots = kStageBucketCount + 1;
-
-// Series that another series already determines are not stored: a
-// completed request writes four histograms and no counter, and the scrape
-// derives the rest (see Snapshot below). Per (op, transport):
-enum : size_t {
-    kFailures = 0,
-    // Attempts other than a completed request's own (failed, refused, or
-    // recorded alone through recordAttempt).
-    kAttempts = 1,
-    kAttemptFailures = 2,
-    // Successful requests recorded through recordRequest.
-    kLatency = 3,
-    // recordCompleted's requests: its latency is both the request's and
-    // its completed attempt's, so its bucket is found once and counted in
-    // both families at render time.
-    kCompletedLatency = kLatency + kLatencySlots,
-    kAttemptLatency = kCompletedLatency + kLatencySlots,
-    // Every successful request; its sum is the bytes counter.
-    kSize = kAttemptLatency + kLatencySlots,
-    kOpSeries = kSize + kSizeSlots,
-};
-// Per transport:
-enum : size_t {
-    kStageDispatch = 0,
-    kStageTransport = kStageSlots,
-    kStageSeries = 2 * kStageSlots,
-};
-constexpr size_t kStageBase = 2 * kTransports * kOpSeries;
-constexpr size_t kFailoverBase = kStageBase + kTransports * kStageSeries;
-constexpr size_t kSlotCount = kFailoverBase + kTransports * kTransports;
-
-constexpr size_t opBase(int op, int t) {
-    return (static_cast<size_t>(op) * kTransports + t) * kOpSeries;
-}
-constexpr size_t stageBase(int t) { return kStageBase + t * kStageSeries; }
-
-// One observation: its bucket and the histogram's sum.
-inline void observe(ThreadSlots::Block& b, size_t hist, size_t bucket,
-                    size_t buckets, uint64_t value) {
-    b.add(hist + bucket, 1);
-    b.add(hist + buckets, value);
-}
+using namespace layout;
 
 const char* opLabel(int op) { return op == 0 ? "read" : "write"; }
 
@@ -95,17 +46,8 @@ const char* transportLabel(TransportType t) {
     }
 }
 
-struct TentMetrics::Impl {
-    ThreadSlots slots{kSlotCount};
-};
-
 namespace {
-// Out-of-range enum values land under "unspec" instead of indexing out of
-// bounds.
-int slot(TransportType t) {
-    int i = static_cast<int>(t);
-    return (i >= 0 && i < kTransports) ? i : 0;
-}
+int slot(TransportType t) { return slotOf(t); }
 
 // A histogram as rendered: one stored histogram or two with the same
 // bounds summed (a family whose completed requests live in
@@ -194,13 +136,13 @@ std::string transportLabels(int t) {
 }
 }  // namespace
 
-TentMetrics::TentMetrics() : impl_(std::make_unique<Impl>()) {}
+TentMetrics::TentMetrics() : slots_(kSlotCount) {}
 TentMetrics::~TentMetrics() = default;
 
 void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
                                 uint64_t latency_us, bool ok) {
     const size_t base = opBase(static_cast<int>(op), slot(t));
-    ThreadSlots::Block& b = impl_->slots.local();
+    const ThreadSlots::Writer b = slots_.local();
     if (!ok) {
         b.add(base + kFailures, 1);
         return;
@@ -213,7 +155,7 @@ void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,
 void TentMetrics::recordAttempt(Op op, TransportType t, uint64_t latency_us,
                                 bool ok) {
     const size_t base = opBase(static_cast<int>(op), slot(t));
-    ThreadSlots::Block& b = impl_->slots.local();
+    const ThreadSlots::Writer b = slots_.local();
     b.add(base + kAttempts, 1);
     if (!ok) b.add(base + kAttemptFailures, 1);
     observe(b, base + kAttemptLatency, latencyBucket(latency_us),
@@ -223,36 +165,15 @@ void TentMetrics::recordAttempt(Op op, TransportType t, uint64_t latency_us,
 void TentMetrics::recordStages(TransportType t, uint64_t dispatch_us,
                                uint64_t transport_us) {
     const size_t base = stageBase(slot(t));
-    ThreadSlots::Block& b = impl_->slots.local();
+    const ThreadSlots::Writer b = slots_.local();
     observe(b, base + kStageDispatch, stageBucket(dispatch_us),
             kStageBucketCount, dispatch_us);
     observe(b, base + kStageTransport, stageBucket(transport_us),
             kStageBucketCount, transport_us);
 }
 
-void TentMetrics::recordCompleted(Op op, TransportType t, uint64_t bytes,
-                                  uint64_t latency_us, uint64_t dispatch_us,
-                                  uint64_t transport_us, bool staged) {
-    const int s = slot(t);
-    const size_t base = opBase(static_cast<int>(op), s);
-    ThreadSlots::Block& b = impl_->slots.local();
-    // Request, completed attempt, bytes and both counts all follow from
-    // these four.
-    observe(b, base + kCompletedLatency, latencyBucket(latency_us),
-            kLatencyBucketCount, latency_us);
-    observe(b, base + kSize, sizeBucket(bytes), kSizeBucketCount, bytes);
-    if (staged) {
-        const size_t stage = stageBase(s);
-        observe(b, stage + kStageDispatch, stageBucket(dispatch_us),
-                kStageBucketCount, dispatch_us);
-        observe(b, stage + kStageTransport, stageBucket(transport_us),
-                kStageBucketCount, transport_us);
-    }
-}
-
 void TentMetrics::recordFailover(TransportType from, TransportType to) {
-    impl_->slots.local().add(
-        kFailoverBase + slot(from) * kTransports + slot(to), 1);
+    slots_.local().add(kFailoverBase + slot(from) * kTransports + slot(to), 1);
 }
 
 uint64_t TentMetrics::total(Total kind, Op op, TransportType t) const {
@@ -261,7 +182,7 @@ uint64_t TentMetrics::total(Total kind, Op op, TransportType t) const {
     // Only this op and transport's series are summed, not the whole set.
     std::vector<uint64_t> v(kSlotCount, 0);
     const size_t base = opBase(o, s);
-    impl_->slots.sumRange(base, kOpSeries, v.data() + base);
+    slots_.sumRange(base, kOpSeries, v.data() + base);
     const Snapshot snap(std::move(v));
     switch (kind) {
         case Total::kBytes:
@@ -277,7 +198,7 @@ std::string TentMetrics::renderPrometheus() const {
     std::ostringstream os;
     // One sum of every thread's block: the whole scrape is one consistent
     // reading.
-    const Snapshot m(impl_->slots.sum());
+    const Snapshot m(slots_.sum());
     // Per-op counters with a transport label; only series that have seen
     // traffic are written, so a scrape stays short.
     // value(op, transport) of one counter family.

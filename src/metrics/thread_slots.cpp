@@ -44,14 +44,6 @@ void retire(Held& held) {
     s.live.erase(std::find(s.live.begin(), s.live.end(), held.block.get()));
 }
 
-// The record path's cache: the set used last and the thread's block of
-// it. Constant-initialised and trivially destructible, so reading it needs
-// no guard and it stays readable through the whole thread exit.
-struct LastUsed {
-    uint64_t id;
-    ThreadSlots::Block* block;
-};
-thread_local LastUsed tls_last{0, nullptr};
 // Set when tls_held has been destroyed.
 thread_local bool tls_exited = false;
 
@@ -60,7 +52,7 @@ thread_local bool tls_exited = false;
 struct HeldBlocks {
     std::vector<Held> held;
     ~HeldBlocks() {
-        tls_last = LastUsed{0, nullptr};
+        ThreadSlots::forgetLastUsed();
         tls_exited = true;
         for (Held& h : held) retire(h);
     }
@@ -81,20 +73,17 @@ ThreadSlots::~ThreadSlots() {
     shared_->open.store(false, std::memory_order_relaxed);
 }
 
-ThreadSlots::Block& ThreadSlots::local() {
-    if (__builtin_expect(tls_last.id == id_, 1)) return *tls_last.block;
-    return localSlow();
-}
+void ThreadSlots::forgetLastUsed() { tls_last_ = LastUsed{0, nullptr}; }
 
-ThreadSlots::Block& ThreadSlots::localSlow() {
+ThreadSlots::Writer ThreadSlots::localSlow() {
     if (tls_exited) {
         auto block = std::make_unique<Block>(slots_);
         Block* b = block.get();
         std::lock_guard<std::mutex> lock(shared_->mu);
         shared_->live.push_back(b);
         shared_->kept.push_back(std::move(block));
-        tls_last = LastUsed{id_, b};
-        return *b;
+        tls_last_ = LastUsed{id_, b->slots()};
+        return Writer(b->slots());
     }
     std::vector<Held>& held = tls_held.held;
     // Blocks of sets destroyed since are dropped here, so a thread that
@@ -110,8 +99,8 @@ ThreadSlots::Block& ThreadSlots::localSlow() {
     }
     for (Held& h : held) {
         if (h.id == id_) {
-            tls_last = LastUsed{id_, h.block.get()};
-            return *h.block;
+            tls_last_ = LastUsed{id_, h.block->slots()};
+            return Writer(h.block->slots());
         }
     }
     held.push_back(Held{id_, shared_, std::make_unique<Block>(slots_)});
@@ -120,8 +109,8 @@ ThreadSlots::Block& ThreadSlots::localSlow() {
         std::lock_guard<std::mutex> lock(shared_->mu);
         shared_->live.push_back(b);
     }
-    tls_last = LastUsed{id_, b};
-    return *b;
+    tls_last_ = LastUsed{id_, b->slots()};
+    return Writer(b->slots());
 }
 
 void ThreadSlots::sumRange(size_t first, size_t n, uint64_t* out) const {

@@ -25,17 +25,30 @@ namespace metrics {
 
 class ThreadSlots {
  public:
-    // One thread's slots.
-    class Block {
+    // The owner thread's access to its block: a plain pointer, so a run
+    // of adds keeps it in a register (a member reloaded after each atomic
+    // store would not be).
+    class Writer {
      public:
-        explicit Block(size_t slots);
-        // Only the owner thread calls this; the scraper's concurrent
-        // relaxed loads see either value.
-        void add(size_t slot, uint64_t n) {
+        constexpr explicit Writer(std::atomic<uint64_t>* slots)
+            : slots_(slots) {}
+        // Only the owner thread writes; the scraper's concurrent relaxed
+        // loads see either value.
+        void add(size_t slot, uint64_t n) const {
             std::atomic<uint64_t>& s = slots_[slot];
             s.store(s.load(std::memory_order_relaxed) + n,
                     std::memory_order_relaxed);
         }
+
+     private:
+        std::atomic<uint64_t>* slots_;
+    };
+
+    // One thread's slots.
+    class Block {
+     public:
+        explicit Block(size_t slots);
+        std::atomic<uint64_t>* slots() { return slots_.get(); }
         uint64_t get(size_t slot) const {
             return slots_[slot].load(std::memory_order_relaxed);
         }
@@ -52,7 +65,11 @@ class ThreadSlots {
     size_t size() const { return slots_; }
 
     // The calling thread's block, made and registered on its first use.
-    Block& local();
+    Writer local() {
+        if (__builtin_expect(tls_last_.id == id_, 1))
+            return Writer(tls_last_.slots);
+        return localSlow();
+    }
 
     // Every slot summed over the live blocks and the retired total.
     std::vector<uint64_t> sum() const;
@@ -62,10 +79,24 @@ class ThreadSlots {
     // Blocks registered and not yet retired (tests).
     size_t liveBlocks() const;
 
+    // Clears the calling thread's cache: its blocks are being retired at
+    // its exit.
+    static void forgetLastUsed();
+
     struct Shared;
 
  private:
-    Block& localSlow();
+    // The record path's cache: the set the thread used last and its block
+    // of it. Constant-initialised and trivially destructible, so reading
+    // it needs no guard and it stays readable through the whole thread
+    // exit.
+    struct LastUsed {
+        uint64_t id;
+        std::atomic<uint64_t>* slots;
+    };
+    static inline thread_local LastUsed tls_last_{0, nullptr};
+
+    Writer localSlow();
 
     const size_t slots_;
     // Distinguishes this set from any later one at the same address, for
