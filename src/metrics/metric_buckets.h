@@ -36,15 +36,17 @@ template <const uint64_t* Bounds, size_t N>
 class BucketTable {
  public:
     static size_t of(uint64_t value) {
-        // v | 1: 0 and 1 share width 1, and no bound is below 1.
-        const unsigned w = 64 - __builtin_clzll(value | 1);
-        return kTable.below[w] + (value > kTable.inside[w]);
+        // Indexed by the leading zero count, 64 - w: one bit scan and two
+        // loads. v | 1: 0 and 1 share width 1, and no bound is below 1.
+        const unsigned z = __builtin_clzll(value | 1);
+        return size_t{kTable.below[z]} + size_t{value > kTable.inside[z]};
     }
 
  private:
+    // Entry z is for the values of width w = 64 - z, [2^(w-1), 2^w).
     struct Table {
-        uint8_t below[65];    // bounds < 2^(w-1)
-        uint64_t inside[65];  // the bound in [2^(w-1), 2^w), or none (max)
+        uint8_t below[64];    // bounds < 2^(w-1)
+        uint64_t inside[64];  // the bound in [2^(w-1), 2^w), or none (max)
     };
     static constexpr bool valid() {
         if (N == 0 || N > 255 || Bounds[0] == 0) return false;
@@ -56,16 +58,16 @@ class BucketTable {
                   "bounds must start at 1 or more and at least double");
     static constexpr Table build() {
         Table t{};
-        for (unsigned w = 1; w <= 64; ++w) {
+        for (unsigned z = 0; z < 64; ++z) {
+            const unsigned w = 64 - z;
             const uint64_t low = uint64_t{1} << (w - 1);
-            t.inside[w] = ~uint64_t{0};
+            t.inside[z] = ~uint64_t{0};
             for (size_t i = 0; i < N; ++i) {
-                if (Bounds[i] < low) ++t.below[w];
+                if (Bounds[i] < low) ++t.below[z];
                 if (Bounds[i] >= low && (w == 64 || Bounds[i] < low * 2))
-                    t.inside[w] = Bounds[i];
+                    t.inside[z] = Bounds[i];
             }
         }
-        t.inside[0] = ~uint64_t{0};
         return t;
     }
     static constexpr Table kTable = build();
