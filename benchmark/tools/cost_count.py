@@ -12,6 +12,8 @@ the compiler and its flags, not with the host's load.
   cost_count.py BUILD_DIR                 every case, one table
   cost_count.py BUILD_DIR --json OUT      ... and the figures as JSON
   cost_count.py BUILD_DIR --metrics       ... with the engine's metrics on
+                                          (budget rows with "metrics": true
+                                          always run with them on)
   cost_count.py BUILD_DIR --check BUDGET  the budget's cases only; exit 1
                                           when one grows past +tolerance
   cost_count.py BUILD_DIR --cases budget --json benchmark/cost_budget.json
@@ -36,16 +38,19 @@ DRIVER = "tent_cost_count"
 # with 1 and 64 peers (1 buffer each: its 64 peer engines make each case
 # the slowest under callgrind, and the buffer count is the transport's
 # look-up, budgeted above).
-BUDGET_CASES = ([("transport", buffers, peers, batch)
+# A case is (path, buffers, peers, batch, metrics on). The engine's cases
+# are budgeted with metrics off and on (docs/metrics.md).
+BUDGET_CASES = ([("transport", buffers, peers, batch, False)
                  for buffers in (1, 1024) for peers in (1, 64)
                  for batch in (1, 64)] +
-                [("engine", 1, peers, batch)
+                [("engine", 1, peers, batch, metrics)
+                 for metrics in (False, True)
                  for peers in (1, 64) for batch in (1, 64)])
 # tent_transport_overhead's cases, at 1 and 1024 buffers; the adapter has
 # no buffers ("-" in the table).
-ALL_CASES = ([("adapter", 0, peers, batch)
+ALL_CASES = ([("adapter", 0, peers, batch, False)
               for peers in (1, 64) for batch in (1, 64)] +
-             [(path, buffers, peers, batch)
+             [(path, buffers, peers, batch, False)
               for path in ("transport", "engine")
               for buffers in (1, 1024) for peers in (1, 64)
               for batch in (1, 64)])
@@ -90,8 +95,9 @@ def describe_build(driver):
 
 
 def case_key(case):
-    path, buffers, peers, batch = case
-    return f"{path}/buffers:{buffers or '-'}/peers:{peers}/batch:{batch}"
+    path, buffers, peers, batch, metrics = case
+    return (f"{path}/buffers:{buffers or '-'}/peers:{peers}/batch:{batch}"
+            + ("/metrics" if metrics else ""))
 
 
 # --metrics: the engine records and serves metrics (docs/metrics.md) on a
@@ -100,12 +106,11 @@ def case_key(case):
 METRICS_ON = {"TENT_METRICS_ENABLED": "1", "TENT_METRICS_HTTP_HOST": "127.0.0.1",
               "TENT_METRICS_HTTP_PORT": "0", "TENT_METRICS_REPORT_INTERVAL": "0"}
 METRICS_OFF = {"TENT_METRICS_ENABLED": "0"}
-metrics_env = METRICS_OFF
 
 
 def count(driver, case, requests, tmp):
     """Instructions per request of one case, as a float."""
-    path, buffers, peers, batch = case
+    path, buffers, peers, batch, metrics = case
     out = os.path.join(tmp, case_key(case).replace("/", "_") + ".out")
     # Each peer engine of the 64-peer cases runs its listeners' thread
     # pools: more threads than valgrind's default 500.
@@ -116,7 +121,9 @@ def count(driver, case, requests, tmp):
                f"--buffers={max(buffers, 1)}", f"--peers={peers}",
                f"--batch={batch}", f"--requests={requests}"]
     run = subprocess.run(command, capture_output=True, text=True,
-                         timeout=600, env={**os.environ, **metrics_env})
+                         timeout=600,
+                         env={**os.environ,
+                              **(METRICS_ON if metrics else METRICS_OFF)})
     if run.returncode != 0:
         raise RuntimeError(f"{case_key(case)}: exit {run.returncode}:\n"
                            f"{run.stderr[-2000:]}")
@@ -143,8 +150,8 @@ def table(rows, budget=None):
         header += ["budget", "change"]
     lines = [header]
     for case, ir in rows:
-        path, buffers, peers, batch = case
-        line = [path, str(batch), str(buffers or "-"), str(peers),
+        path, buffers, peers, batch, metrics = case
+        line = [path + ("+metrics" if metrics else ""), str(batch), str(buffers or "-"), str(peers),
                 f"{ir:.0f}"]
         if budget is not None:
             limit = budget.get(case_key(case))
@@ -164,7 +171,8 @@ def as_json(rows, tolerance, build):
         "build": build,
         "tolerance": tolerance,
         "cases": [{"case": c[0], "buffers": c[1], "peers": c[2],
-                   "batch": c[3], "instructions_per_request": round(ir)}
+                   "batch": c[3], **({"metrics": True} if c[4] else {}),
+                   "instructions_per_request": round(ir)}
                   for c, ir in rows],
     }
 
@@ -179,7 +187,7 @@ def load_budget(path):
         budget = {}
         for entry in data["cases"]:
             case = (entry["case"], entry["buffers"], entry["peers"],
-                    entry["batch"])
+                    entry["batch"], bool(entry.get("metrics", False)))
             limit = float(entry["instructions_per_request"])
             if limit <= 0:
                 raise ValueError(f"{case_key(case)} has a budget of {limit}")
@@ -221,8 +229,6 @@ def main():
     parser.add_argument("--metrics", action="store_true",
                         help="run the engine with metrics enabled")
     args = parser.parse_args()
-    global metrics_env
-    metrics_env = METRICS_ON if args.metrics else METRICS_OFF
 
     if not shutil.which(os.environ.get("VALGRIND", "valgrind")):
         print("SKIPPED: valgrind is not installed; install it "
@@ -239,6 +245,8 @@ def main():
             print(f"note: the budget was taken from a {budget_build} build, "
                   f"this one is {build}: counts differ between compilers "
                   "and flags")
+    if args.metrics and not args.check:
+        cases = list(dict.fromkeys(c[:4] + (True,) for c in cases))
     try:
         figures = measure(driver, cases, args.requests, args.jobs)
     except (RuntimeError, subprocess.TimeoutExpired) as e:

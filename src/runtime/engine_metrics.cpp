@@ -62,37 +62,38 @@ void TransferEngineImpl::noteRefused(Transport* transport,
 void TransferEngineImpl::noteStatus(
     EngineBatch::TaskRef& ref, Transport* transport, const FailoverRoute* route,
     bool attempt_failed, TransferStatusEnum status, MetricsClock* clock) {
-    // Polls that see PENDING are the common case: they read no clock.
-    MetricsClock own;
-    if (clock == nullptr) clock = &own;
-    if (attempt_failed && transport != nullptr) {
+    if (__builtin_expect(attempt_failed && transport != nullptr, 0)) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
         if (seen != attempt && ref.failure_noted.compare_exchange_strong(
                                    seen, attempt, std::memory_order_relaxed)) {
-            metrics_->recordAttempt(opOf(ref.request), typeOf(transport),
-                                    since(nowOf(*clock), ref.start_us), false);
+            MetricsClock own;
+            metrics_->recordAttempt(
+                opOf(ref.request), typeOf(transport),
+                since(nowOf(clock ? *clock : own), ref.start_us), false);
         }
     }
+    // Polls that see PENDING are the common case: they read no clock. A
+    // load first, so that reads of a task already counted write nothing.
     if (status == PENDING || status == INITIAL ||
         ref.counted.load(std::memory_order_relaxed) ||
         ref.counted.exchange(true, std::memory_order_relaxed)) {
         return;
     }
-    const metrics::Op op = opOf(ref.request);
     const TransportType type = transport ? typeOf(transport) : UNSPEC;
-    const uint64_t now = nowOf(*clock);
+    const uint64_t now = clock ? nowOf(*clock) : steadyUs();
     const uint64_t elapsed = since(now, ref.start_us);
     if (status != COMPLETED) {
-        metrics_->recordRequest(op, type, ref.request.length, elapsed, false);
+        metrics_->recordRequest(opOf(ref.request), type, ref.request.length,
+                                elapsed, false);
         return;
     }
     // accepted_us is 0 for a task its first transport refused (it
     // completed through a failover): no dispatch stage to speak of.
-    const bool staged = ref.accepted_us != 0;
-    metrics_->recordCompleted(op, type, ref.request.length, elapsed,
-                              staged ? since(ref.accepted_us, ref.start_us) : 0,
-                              staged ? since(now, ref.accepted_us) : 0, staged);
+    const uint64_t accepted = ref.accepted_us;
+    metrics_->recordCompleted(opOf(ref.request), type, ref.request.length,
+                              elapsed, since(accepted, ref.start_us),
+                              since(now, accepted), accepted != 0);
 }
 
 }  // namespace mooncake::tent

@@ -201,6 +201,166 @@ TEST(TentMetricsTest, ScrapeDuringCompletionsIsMonotoneAndExact) {
         hasLine(t, "tent_write_latency_us_count{transport=\"tcp\"} " + n));
 }
 
+// The whole exposition of a small set, byte for byte: names, HELP/TYPE
+// lines, label order, bucket bounds and the derived request, attempt and
+// byte series. The text is what the registry printed before its storage
+// became per-thread blocks; dashboards and alerts parse exactly this.
+TEST(TentMetricsTest, ExpositionIsByteForByteUnchanged) {
+    TentMetrics m;
+    m.recordCompleted(Op::kWrite, MPCOMM, 5000, 120, 30, 90, true);
+    m.recordCompleted(Op::kWrite, MPCOMM, 1u << 20, 7000, 0, 7000, false);
+    m.recordRequest(Op::kRead, TCP, 100, 40, true);
+    m.recordRequest(Op::kRead, TCP, 100, 40, false);
+    m.recordAttempt(Op::kRead, TCP, 600, false);
+    m.recordFailover(TCP, SHM);
+    const char* want =
+        R"(# HELP tent_read_bytes_total Total bytes moved via TENT
+# TYPE tent_read_bytes_total counter
+tent_read_bytes_total{transport="tcp"} 100
+# HELP tent_read_requests_total Total requests via TENT
+# TYPE tent_read_requests_total counter
+tent_read_requests_total{transport="tcp"} 2
+# HELP tent_read_failures_total Total failures via TENT
+# TYPE tent_read_failures_total counter
+tent_read_failures_total{transport="tcp"} 1
+# HELP tent_write_bytes_total Total bytes moved via TENT
+# TYPE tent_write_bytes_total counter
+tent_write_bytes_total{transport="mpcomm"} 1053576
+# HELP tent_write_requests_total Total requests via TENT
+# TYPE tent_write_requests_total counter
+tent_write_requests_total{transport="mpcomm"} 2
+# HELP tent_write_failures_total Total failures via TENT
+# TYPE tent_write_failures_total counter
+# HELP tent_transport_failover_total Total cross-transport failover events
+# TYPE tent_transport_failover_total counter
+tent_transport_failover_total{from="tcp",to="shm"} 1
+# HELP tent_transport_attempts_total Total physical transport attempts submitted for execution
+# TYPE tent_transport_attempts_total counter
+tent_transport_attempts_total{transport="tcp",operation="read"} 1
+tent_transport_attempts_total{transport="mpcomm",operation="write"} 2
+# HELP tent_transport_attempt_failures_total Physical transport attempts that terminated with FAILED
+# TYPE tent_transport_attempt_failures_total counter
+tent_transport_attempt_failures_total{transport="tcp",operation="read"} 1
+# HELP tent_read_latency_us read latency distribution in microseconds
+# TYPE tent_read_latency_us histogram
+tent_read_latency_us_bucket{transport="tcp",le="100"} 1
+tent_read_latency_us_bucket{transport="tcp",le="500"} 1
+tent_read_latency_us_bucket{transport="tcp",le="1000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="5000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="10000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="50000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="100000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="500000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="1000000"} 1
+tent_read_latency_us_bucket{transport="tcp",le="+Inf"} 1
+tent_read_latency_us_sum{transport="tcp"} 40
+tent_read_latency_us_count{transport="tcp"} 1
+# HELP tent_read_size_bytes read request size distribution in bytes
+# TYPE tent_read_size_bytes histogram
+tent_read_size_bytes_bucket{transport="tcp",le="1024"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="4096"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="16384"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="65536"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="262144"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="1048576"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="4194304"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="16777216"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="67108864"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="268435456"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="1073741824"} 1
+tent_read_size_bytes_bucket{transport="tcp",le="+Inf"} 1
+tent_read_size_bytes_sum{transport="tcp"} 100
+tent_read_size_bytes_count{transport="tcp"} 1
+# HELP tent_write_latency_us write latency distribution in microseconds
+# TYPE tent_write_latency_us histogram
+tent_write_latency_us_bucket{transport="mpcomm",le="100"} 0
+tent_write_latency_us_bucket{transport="mpcomm",le="500"} 1
+tent_write_latency_us_bucket{transport="mpcomm",le="1000"} 1
+tent_write_latency_us_bucket{transport="mpcomm",le="5000"} 1
+tent_write_latency_us_bucket{transport="mpcomm",le="10000"} 2
+tent_write_latency_us_bucket{transport="mpcomm",le="50000"} 2
+tent_write_latency_us_bucket{transport="mpcomm",le="100000"} 2
+tent_write_latency_us_bucket{transport="mpcomm",le="500000"} 2
+tent_write_latency_us_bucket{transport="mpcomm",le="1000000"} 2
+tent_write_latency_us_bucket{transport="mpcomm",le="+Inf"} 2
+tent_write_latency_us_sum{transport="mpcomm"} 7120
+tent_write_latency_us_count{transport="mpcomm"} 2
+# HELP tent_write_size_bytes write request size distribution in bytes
+# TYPE tent_write_size_bytes histogram
+tent_write_size_bytes_bucket{transport="mpcomm",le="1024"} 0
+tent_write_size_bytes_bucket{transport="mpcomm",le="4096"} 0
+tent_write_size_bytes_bucket{transport="mpcomm",le="16384"} 1
+tent_write_size_bytes_bucket{transport="mpcomm",le="65536"} 1
+tent_write_size_bytes_bucket{transport="mpcomm",le="262144"} 1
+tent_write_size_bytes_bucket{transport="mpcomm",le="1048576"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="4194304"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="16777216"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="67108864"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="268435456"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="1073741824"} 2
+tent_write_size_bytes_bucket{transport="mpcomm",le="+Inf"} 2
+tent_write_size_bytes_sum{transport="mpcomm"} 1053576
+tent_write_size_bytes_count{transport="mpcomm"} 2
+# HELP tent_stage_dispatch_us Submit to the transport accepting the request, in microseconds
+# TYPE tent_stage_dispatch_us histogram
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="10"} 0
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="50"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="100"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="500"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="1000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="5000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="10000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="50000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="100000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="500000"} 1
+tent_stage_dispatch_us_bucket{transport="mpcomm",le="+Inf"} 1
+tent_stage_dispatch_us_sum{transport="mpcomm"} 30
+tent_stage_dispatch_us_count{transport="mpcomm"} 1
+# HELP tent_stage_transport_us Transport accepting the request to its final status, in microseconds
+# TYPE tent_stage_transport_us histogram
+tent_stage_transport_us_bucket{transport="mpcomm",le="10"} 0
+tent_stage_transport_us_bucket{transport="mpcomm",le="50"} 0
+tent_stage_transport_us_bucket{transport="mpcomm",le="100"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="500"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="1000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="5000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="10000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="50000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="100000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="500000"} 1
+tent_stage_transport_us_bucket{transport="mpcomm",le="+Inf"} 1
+tent_stage_transport_us_sum{transport="mpcomm"} 90
+tent_stage_transport_us_count{transport="mpcomm"} 1
+# HELP tent_transport_attempt_latency_us Observed physical transport attempt latency in microseconds
+# TYPE tent_transport_attempt_latency_us histogram
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="100"} 0
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="500"} 0
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="1000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="5000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="10000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="50000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="100000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="500000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="1000000"} 1
+tent_transport_attempt_latency_us_bucket{transport="tcp",operation="read",le="+Inf"} 1
+tent_transport_attempt_latency_us_sum{transport="tcp",operation="read"} 600
+tent_transport_attempt_latency_us_count{transport="tcp",operation="read"} 1
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="100"} 0
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="500"} 1
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="1000"} 1
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="5000"} 1
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="10000"} 2
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="50000"} 2
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="100000"} 2
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="500000"} 2
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="1000000"} 2
+tent_transport_attempt_latency_us_bucket{transport="mpcomm",operation="write",le="+Inf"} 2
+tent_transport_attempt_latency_us_sum{transport="mpcomm",operation="write"} 7120
+tent_transport_attempt_latency_us_count{transport="mpcomm",operation="write"} 2
+)";
+    EXPECT_EQ(m.renderPrometheus(), want);
+}
+
 // promtool is Prometheus's own linter for the exposition format.
 TEST(TentMetricsTest, PromtoolAcceptsOutput) {
     if (std::system("command -v promtool >/dev/null 2>&1") != 0) {
