@@ -234,13 +234,14 @@ Status TransferEngineImpl::submitInternal(
     EngineBatch::TaskRef* refs = batch->tasks.data() + base;
     Transport* first = nullptr;
     bool one_transport = true;
-    const SegmentDescRef local = segments_->getLocal();
+    // Held by `memo` (this thread's) until its next call: a submission that
+    // rotates over many peers finds each in O(1), with one clock read, and
+    // the local snapshot without the manager's mutex.
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(*segments_);
+    const SegmentDesc* const local = &memo.local(*segments_);
     BufferLookup local_lookup;
     BufferLookup remote_lookup;
     SegmentID last_target = LOCAL_SEGMENT_ID;
-    // Held by `memo` (this thread's) until its next call: a submission that
-    // rotates over many peers finds each in O(1), with one clock read.
-    RemoteDescMemo& memo = RemoteDescMemo::forThread(*segments_);
     // The change count before the clock: see RemoteLease::currentAt().
     const uint64_t changes = segments_->remoteChanges();
     const SegmentManager::CacheClock::time_point now =
@@ -331,6 +332,13 @@ Status TransferEngineImpl::submitInternal(
             }
         }
     };
+    // A hinted request between host memory on both sides is routed by
+    // facts of the target's descriptor and the local snapshot alone (no
+    // buffer of either side is looked at): the decision is memoised with
+    // the descriptor, under the local version and the selector's state.
+    RemoteDescMemo::RouteKey route_key;
+    route_key.local_version = memo.localVersion();
+    route_key.selector_generation = selector_.generation();
     // One clock read stamps the whole submission.
     const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
     for (size_t i = 0; i < request_list.size(); ++i) {
@@ -355,7 +363,13 @@ Status TransferEngineImpl::submitInternal(
                 if (facts) onTargetFacts();
             }
         }
-        if (s.ok()) {
+        const bool memoised_route = s.ok() && local_dram && remote_all_dram &&
+                                    request.transport_hint != UNSPEC;
+        if (memoised_route) {
+            route_key.hint = request.transport_hint;
+            chosen_transport = memo.findRoute(last_target, route_key);
+        }
+        if (s.ok() && chosen_transport == nullptr) {
             TransportType chosen = UNSPEC;
             bool missed = false;
             s = route(request, chosen, missed);
@@ -382,6 +396,10 @@ Status TransferEngineImpl::submitInternal(
                 }
             }
             if (s.ok()) chosen_transport = transportOf(chosen);
+            // A hint never misses, so `desc` is still the memo's.
+            if (memoised_route && chosen_transport != nullptr) {
+                memo.noteRoute(last_target, route_key, chosen_transport);
+            }
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i

@@ -10,6 +10,7 @@ RemoteDescMemo& RemoteDescMemo::forThread(const SegmentManager& segments) {
         // Another manager's ids name other segments.
         memo.slots_.clear();
         memo.overflow_.reset();
+        memo.local_.reset();
         memo.owner_ = segments.instanceId();
     }
     return memo;
@@ -35,6 +36,7 @@ Status RemoteDescMemo::get(SegmentManager& segments, SegmentID handle,
         slots_.resize(handle + 1);
     }
     Slot& slot = slots_[handle];
+    slot.route_key = RouteKey();
     Status s = segments.getRemoteCached(slot.desc, handle, slot.lease);
     if (!s.ok()) slot.desc.reset();
     desc = slot.desc.get();
@@ -49,6 +51,7 @@ void RemoteDescMemo::replace(SegmentID handle, SegmentDescRef fresh) {
     if (handle >= slots_.size()) slots_.resize(handle + 1);
     slots_[handle].desc = std::move(fresh);
     slots_[handle].lease.reset();
+    slots_[handle].route_key = RouteKey();
 }
 
 }  // namespace mooncake::tent

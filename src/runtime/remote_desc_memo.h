@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tent/runtime/segment_manager.h"
+#include "tent/runtime/transport.h"
 
 namespace mooncake::tent {
 
@@ -57,13 +58,66 @@ class RemoteDescMemo {
     // after a miss), without a lease: the next get() asks the manager.
     void replace(SegmentID handle, SegmentDescRef fresh);
 
+    // The manager's local snapshot, valid until this thread's next call of
+    // local(): getLocal() locks a mutex, so the snapshot is kept while
+    // localVersion() reads the version it was taken after.
+    const SegmentDesc& local(const SegmentManager& segments) {
+        const uint64_t version = segments.localVersion();
+        if (!local_ || version != local_version_) {
+            local_ = segments.getLocal();  // taken after reading `version`
+            local_version_ = version;
+        }
+        return *local_;
+    }
+    // The version of the snapshot local() handed out last.
+    uint64_t localVersion() const { return local_version_; }
+
+    // A routing decision that depends only on the target's descriptor,
+    // the local snapshot, the selector's state and the request's hint (a
+    // hinted request between host memory on both sides, see
+    // submitInternal): kept with the target's memoised descriptor, so it
+    // goes when that does, and used while the rest of the key holds.
+    struct RouteKey {
+        uint64_t local_version = 0;
+        uint64_t selector_generation = 0;  // 0: no decision held
+        TransportType hint = UNSPEC;
+        bool operator==(const RouteKey& o) const {
+            return local_version == o.local_version &&
+                   selector_generation == o.selector_generation &&
+                   hint == o.hint;
+        }
+    };
+    // The decision noted for `handle` under `key`, or null. Valid only
+    // right after find() or get() handed out `handle`'s descriptor.
+    Transport* findRoute(SegmentID handle, const RouteKey& key) const {
+        if (handle >= slots_.size()) return nullptr;
+        const Slot& slot = slots_[handle];
+        return slot.route_key == key ? slot.route : nullptr;
+    }
+    // Notes `chosen` for `handle`'s descriptor (the one find() or get()
+    // handed out last) under `key`; ignored past kMaxSlots.
+    void noteRoute(SegmentID handle, const RouteKey& key, Transport* chosen) {
+        // The local segment's descriptor is not held in a slot (get()).
+        if (handle >= slots_.size() || handle == LOCAL_SEGMENT_ID ||
+            key.selector_generation == 0) {
+            return;
+        }
+        slots_[handle].route_key = key;
+        slots_[handle].route = chosen;
+    }
+
  private:
     struct Slot {
         SegmentDescRef desc;
         SegmentManager::RemoteLease lease;
+        // Cleared whenever `desc` is (re)assigned.
+        RouteKey route_key;
+        Transport* route = nullptr;
     };
     uint64_t owner_ = 0;  // SegmentManager::instanceId() of the slots
     std::vector<Slot> slots_;
+    SegmentDescRef local_;
+    uint64_t local_version_ = 0;
     // Holds what get() or replace() handed out for an id past kMaxSlots.
     SegmentDescRef overflow_;
 };

@@ -1,6 +1,7 @@
 #include "tent/runtime/transport_selector.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "runtime/selection_policy.h"
@@ -41,6 +42,10 @@ std::string joinNames(const std::vector<TransportType>& list) {
     }
     return os.str();
 }
+
+// Selector generations, unique in the process: a memo keyed by one never
+// matches another selector's, nor an earlier state of the same one.
+std::atomic<uint64_t> g_next_generation{1};
 
 }  // namespace
 
@@ -114,8 +119,13 @@ class TransportSelector::Attempt {
     std::vector<std::string> reasons_;
 };
 
+void TransportSelector::changed() {
+    generation_ = g_next_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
 Status TransportSelector::loadPolicy(const Config& conf,
                                      const Topology* topology) {
+    changed();
     Json::Value rules = conf.getValue("policy");
     if (rules.isNull()) {
         policies_.clear();
@@ -125,6 +135,7 @@ Status TransportSelector::loadPolicy(const Config& conf,
 }
 
 void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
+    changed();
     loaded_.clear();
     for (TransportType t : loaded) {
         Capabilities caps;
@@ -135,6 +146,7 @@ void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
 
 void TransportSelector::setCapabilities(TransportType type,
                                         const Capabilities& caps) {
+    changed();
     for (Loaded& l : loaded_) {
         if (l.type == type) l.caps = caps;
     }

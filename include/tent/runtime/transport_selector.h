@@ -91,6 +91,10 @@ class TransportSelector {
     // rule filters on same_machine. When not, a caller may leave them
     // unset (false) and skip finding them out.
     bool usesTargetFacts() const;
+    // Moves (to a value no selector in the process had) on every
+    // loadPolicy(), setLoaded() and setCapabilities(): a decision memoised
+    // under one generation is the selector's answer while it holds.
+    uint64_t generation() const { return generation_; }
 
  private:
     struct Loaded {
@@ -114,8 +118,11 @@ class TransportSelector {
                             const RouteContext& context,
                             Attempt& attempt) const;
 
+    void changed();
+
     std::vector<SelectionPolicy> policies_;
     std::vector<Loaded> loaded_;
+    uint64_t generation_ = 0;
 };
 
 }  // namespace mooncake::tent
