@@ -9,6 +9,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/engine_thread_state.h"
+
 namespace mooncake::tent {
 
 namespace {
@@ -36,31 +38,18 @@ std::unordered_map<uint64_t, EngineBatchTable*>& liveTables() {
 
 }  // namespace
 
-// One freed slot per thread. A thread that frees a batch and allocates
-// the next, the usual loop, then takes no compare-and-swap on the shared
-// free list for either; the slot is this thread's alone while cached.
-struct EngineSlotCache {
-    uint64_t table = 0;  // uid of the slot's table; 0 while empty
-    EngineBatch* batch = nullptr;
-
-    // Gives the cached slot back to its table, if the table still exists.
-    void drop() {
-        if (table == 0) return;
-        std::lock_guard<std::mutex> lock(tablesMu());
-        auto it = liveTables().find(table);
-        if (it != liveTables().end()) it->second->pushFree(batch);
-        table = 0;
-        batch = nullptr;
-    }
-    ~EngineSlotCache() { drop(); }
-};
+void EngineSlotCache::drop() {
+    if (table == 0) return;
+    std::lock_guard<std::mutex> lock(tablesMu());
+    auto it = liveTables().find(table);
+    if (it != liveTables().end()) it->second->pushFree(batch);
+    table = 0;
+    batch = nullptr;
+}
 
 namespace {
 
-EngineSlotCache& slotCache() {
-    thread_local EngineSlotCache cache;
-    return cache;
-}
+EngineSlotCache& slotCache() { return EngineThreadState::get().slots; }
 
 std::atomic<uint64_t> g_next_table_uid{1};
 

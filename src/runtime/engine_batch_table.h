@@ -297,6 +297,19 @@ class EngineBatchPin {
     EngineBatch* batch_;
 };
 
+// One freed slot per thread (EngineThreadState). A thread that frees a
+// batch and allocates the next, the usual loop, then takes no compare-and-
+// swap on the shared free list for either; the slot is this thread's
+// alone while cached.
+struct EngineSlotCache {
+    uint64_t table = 0;  // uid of the slot's table; 0 while empty
+    EngineBatch* batch = nullptr;
+
+    // Gives the cached slot back to its table, if the table still exists.
+    void drop();
+    ~EngineSlotCache() { drop(); }
+};
+
 class EngineBatchTable {
  public:
     // Slots per chunk, and chunks at most: 4M batches allocated at once.

@@ -2,10 +2,12 @@
 
 #include <utility>
 
+#include "runtime/engine_thread_state.h"
+
 namespace mooncake::tent {
 
 RemoteDescMemo& RemoteDescMemo::forThread(const SegmentManager& segments) {
-    thread_local RemoteDescMemo memo;
+    RemoteDescMemo& memo = EngineThreadState::get().memo;
     if (memo.owner_ != segments.instanceId()) {
         // Another manager's ids name other segments.
         memo.slots_.clear();
