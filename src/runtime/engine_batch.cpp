@@ -60,18 +60,24 @@ Status unknownBatch(const char* operation, BatchID id) {
 }
 
 // Finds the batch `id` names and claims `flags` (see EngineBatch::claim)
-// on it for `operation`; the batch in `batch` when OK.
-Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
-                  uint64_t flags, EngineBatch*& batch) {
-    batch = table.lookup(id);
-    if (batch == nullptr) return unknownBatch(operation, id);
-    switch (batch->claim(EngineBatchTable::generationOf(id), flags)) {
-        case EngineBatch::Claim::kOk:
-            return Status::OK();
-        case EngineBatch::Claim::kUnknown:
-            return unknownBatch(operation, id);
-        case EngineBatch::Claim::kFreeing:
-            break;
+// on it; null when that failed, with `claim` saying why (kOk: no such
+// batch). Builds no Status: claimRefused() does, on the failure path only.
+inline EngineBatch* claimBatch(EngineBatchTable& table, BatchID id,
+                               uint64_t flags, EngineBatch::Claim& claim) {
+    EngineBatch* batch = table.lookup(id);
+    if (batch == nullptr) {
+        claim = EngineBatch::Claim::kUnknown;
+        return nullptr;
+    }
+    claim = batch->claim(EngineBatchTable::generationOf(id), flags);
+    return claim == EngineBatch::Claim::kOk ? batch : nullptr;
+}
+
+// Why claimBatch() for `operation` refused `id`.
+Status claimRefused(const char* operation, BatchID id, uint64_t flags,
+                    EngineBatch::Claim claim) {
+    if (claim != EngineBatch::Claim::kFreeing) {
+        return unknownBatch(operation, id);
     }
     return Status::InvalidArgument(
         std::string(operation) + ": batch " + std::to_string(id) +
@@ -127,12 +133,14 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
 
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = nullptr;
     // Closed to readers from the claim on: once those inside have left,
     // nothing reads the batch but this call.
-    CHECK_STATUS(claimBatch(batches_, "freeBatch", batch_id,
-                            EngineBatch::kFreeing | EngineBatch::kClosing,
-                            batch));
+    constexpr uint64_t kFlags = EngineBatch::kFreeing | EngineBatch::kClosing;
+    EngineBatch::Claim claim;
+    EngineBatch* batch = claimBatch(batches_, batch_id, kFlags, claim);
+    if (batch == nullptr) {
+        return claimRefused("freeBatch", batch_id, kFlags, claim);
+    }
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
     batch->waitUnpinned();
     // Holding kFreeing: no submission gets in while this counts and waits.
@@ -205,9 +213,13 @@ Status TransferEngineImpl::submitInternal(
     BatchID batch_id, const std::vector<Request>& request_list,
     EngineBatch::NotifyHook* hook) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = nullptr;
-    CHECK_STATUS(claimBatch(batches_, "submitTransfer", batch_id,
-                            EngineBatch::kSubmitting, batch));
+    EngineBatch::Claim claim;
+    EngineBatch* batch =
+        claimBatch(batches_, batch_id, EngineBatch::kSubmitting, claim);
+    if (batch == nullptr) {
+        return claimRefused("submitTransfer", batch_id,
+                            EngineBatch::kSubmitting, claim);
+    }
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
     // Lets go of kSubmitting on every return below.
     struct Unclaim {

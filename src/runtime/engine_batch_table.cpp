@@ -249,21 +249,6 @@ BatchID EngineBatchTable::allocate(size_t capacity) {
     return (static_cast<BatchID>(generation) << 32) | batch->slot;
 }
 
-EngineBatch* EngineBatchTable::lookup(BatchID id) const {
-    // Only odd generations are handed out: an even one names no batch,
-    // even when it matches a free slot's.
-    if ((generationOf(id) & 1) == 0) return nullptr;
-    return slotOf(id);
-}
-
-EngineBatch* EngineBatchTable::slotOf(BatchID id) const {
-    const uint32_t slot = static_cast<uint32_t>(id);
-    if ((slot >> kChunkBits) >= kMaxChunks) return nullptr;
-    Chunk* chunk = chunks_[slot >> kChunkBits].load(std::memory_order_acquire);
-    if (chunk == nullptr) return nullptr;
-    return (*chunk)[slot & (kChunkSlots - 1)].load(std::memory_order_acquire);
-}
-
 void EngineBatchTable::recycle(EngineBatch* batch) {
     batch->reset();
     EngineSlotCache& cache = slotCache();

@@ -326,8 +326,14 @@ class EngineBatchTable {
     BatchID allocate(size_t capacity);
     // The batch object `id` names, or null when the id was never handed
     // out. Whether it is still `id`'s batch is for the caller to check
-    // against generationOf(id): with claim(), or with pin().
-    EngineBatch* lookup(BatchID id) const;
+    // against generationOf(id): with claim(), or with pin(). Inline: every
+    // engine call on a batch starts here.
+    EngineBatch* lookup(BatchID id) const {
+        // Only odd generations are handed out: an even one names no batch,
+        // even when it matches a free slot's.
+        if ((generationOf(id) & 1) == 0) return nullptr;
+        return slotOf(id);
+    }
     static uint32_t generationOf(BatchID id) {
         return static_cast<uint32_t>(id >> 32);
     }
@@ -364,7 +370,15 @@ class EngineBatchTable {
     using Chunk = std::array<std::atomic<EngineBatch*>, kChunkSlots>;
 
     // The object in the slot of `id`'s low 32 bits, or null.
-    EngineBatch* slotOf(BatchID id) const;
+    EngineBatch* slotOf(BatchID id) const {
+        const uint32_t slot = static_cast<uint32_t>(id);
+        if ((slot >> kChunkBits) >= kMaxChunks) return nullptr;
+        Chunk* chunk =
+            chunks_[slot >> kChunkBits].load(std::memory_order_acquire);
+        if (chunk == nullptr) return nullptr;
+        return (*chunk)[slot & (kChunkSlots - 1)].load(
+            std::memory_order_acquire);
+    }
     EngineBatch* popFree();
     void pushFree(EngineBatch* batch);
     friend struct EngineSlotCache;

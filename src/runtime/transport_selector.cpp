@@ -121,35 +121,44 @@ class TransportSelector::Attempt {
 
 void TransportSelector::changed() {
     generation_ = g_next_generation.fetch_add(1, std::memory_order_relaxed);
+    uses_target_facts_ = false;
+    for (const Loaded& l : loaded_) {
+        if (sameMachineOnly(l.type)) uses_target_facts_ = true;
+    }
+    for (const SelectionPolicy& p : policies_) {
+        if (p.same_machine) uses_target_facts_ = true;
+    }
 }
 
 Status TransportSelector::loadPolicy(const Config& conf,
                                      const Topology* topology) {
-    changed();
     Json::Value rules = conf.getValue("policy");
+    Status s;
     if (rules.isNull()) {
         policies_.clear();
-        return Status::OK();
+    } else {
+        s = parseSelectionPolicies(rules, topology, policies_);
     }
-    return parseSelectionPolicies(rules, topology, policies_);
+    changed();
+    return s;
 }
 
 void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
-    changed();
     loaded_.clear();
     for (TransportType t : loaded) {
         Capabilities caps;
         caps.dram_to_dram = true;
         loaded_.push_back(Loaded{t, caps});
     }
+    changed();
 }
 
 void TransportSelector::setCapabilities(TransportType type,
                                         const Capabilities& caps) {
-    changed();
     for (Loaded& l : loaded_) {
         if (l.type == type) l.caps = caps;
     }
+    changed();
 }
 
 const TransportSelector::Loaded* TransportSelector::find(
@@ -169,16 +178,6 @@ Status TransportSelector::checkHint(TransportType hint) const {
             " is not loaded (loaded: " + joinNames(names) + ")");
     }
     return Status::OK();
-}
-
-bool TransportSelector::usesTargetFacts() const {
-    for (const Loaded& l : loaded_) {
-        if (sameMachineOnly(l.type)) return true;
-    }
-    for (const SelectionPolicy& p : policies_) {
-        if (p.same_machine) return true;
-    }
-    return false;
 }
 
 bool TransportSelector::matches(const SelectionPolicy& policy,
