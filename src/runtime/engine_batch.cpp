@@ -259,6 +259,8 @@ Status TransferEngineImpl::submitInternal(
     const SegmentManager::CacheClock::time_point now =
         SegmentManager::cacheNow();
     const SegmentDesc* desc = nullptr;
+    // desc's memo entry while the memo holds it in a slot, else null.
+    const RemoteDescMemo::Entry* entry = nullptr;
     bool same_machine = false;
     bool same_user = false;
     std::shared_ptr<Platform> platform;  // fetched on the first need
@@ -362,24 +364,26 @@ Status TransferEngineImpl::submitInternal(
         Transport* chosen_transport = nullptr;
         if (!desc || request.target_id != last_target) {
             remote_lookup.reset();
-            desc = memo.find(request.target_id, now, changes);
-            if (desc == nullptr) {
+            entry = memo.findEntry(request.target_id, now, changes);
+            if (entry != nullptr) {
+                desc = entry->desc.get();
+                remote_all_dram = entry->all_dram;
+            } else {
                 s = memo.get(*segments_, request.target_id, now, desc);
-            }
-            if (s.ok() && !desc) {
-                s = noSegmentDescriptor(request.target_id);
+                entry = memo.entryOf(request.target_id);
+                if (s.ok() && !desc) {
+                    s = noSegmentDescriptor(request.target_id);
+                }
+                if (desc) remote_all_dram = allDramTarget(*desc);
             }
             last_target = request.target_id;
-            if (desc) {
-                remote_all_dram = allDramTarget(*desc);
-                if (facts) onTargetFacts();
-            }
+            if (desc && facts) onTargetFacts();
         }
         const bool memoised_route = s.ok() && local_dram && remote_all_dram &&
                                     request.transport_hint != UNSPEC;
         if (memoised_route) {
             route_key.hint = request.transport_hint;
-            chosen_transport = memo.findRoute(last_target, route_key);
+            if (entry != nullptr) chosen_transport = entry->routeFor(route_key);
         }
         if (s.ok() && chosen_transport == nullptr) {
             TransportType chosen = UNSPEC;
@@ -401,6 +405,7 @@ Status TransferEngineImpl::submitInternal(
                 } else if (refreshed) {
                     desc = fresh.get();
                     memo.replace(request.target_id, std::move(fresh));
+                    entry = memo.entryOf(request.target_id);
                     remote_lookup.reset();
                     remote_all_dram = allDramTarget(*desc);
                     if (facts) onTargetFacts();
