@@ -515,17 +515,22 @@ void EngineBatch::TaskRef::settle(TransferStatus& status) {
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                                       TransferStatus& status, bool drive,
-                                      MetricsClock* clock) {
+                                      MetricsClock* clock, bool fire_hooks) {
     EngineBatch::TaskRef& ref = batch.tasks[task_id];
     // Since a failover, the task runs on its route (failover.h).
     const EngineBatch::TaskRef::Where at = ref.where();
     const FailoverRoute* route = at.route;
+    // The transport's answer is the one Status object of this call: every
+    // return below names `s`, so it is built in the caller's place (a
+    // status poll is a few dozen instructions in the transport; a Status
+    // built, moved and destroyed on the way out costs a fair part of it).
+    Status s = at.transport != nullptr ? at.transport->getTransferStatus(
+                                             at.sub, at.sub_task, status)
+                                       : Status();
+    if (!s.ok()) return s;
     if (!at.transport) {
         status.s = FAILED;
         status.transferred_bytes = 0;
-    } else {
-        CHECK_STATUS(
-            at.transport->getTransferStatus(at.sub, at.sub_task, status));
     }
     if (status.s == FAILED && failover_.enabled()) {
         // A poll that may not fail the task over leaves an open one to the
@@ -543,14 +548,16 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
                 noteStatus(ref, at.transport, route, true, PENDING, clock);
             status.s = PENDING;
             status.transferred_bytes = 0;
-            return Status::OK();
+            if (fire_hooks) fireHooksIfOpen(batch);
+            return s;
         }
     }
     if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
     if (metrics_)
         noteStatus(ref, at.transport, route, status.s == FAILED, status.s,
                    clock);
-    return Status::OK();
+    if (fire_hooks) fireHooksIfOpen(batch);
+    return s;
 }
 
 Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
@@ -566,11 +573,9 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
             " out of range (batch " + std::to_string(batch_id) + " has " +
             std::to_string(count) + " tasks)");
     }
-    CHECK_STATUS(taskStatus(*batch, task_id, status));
-    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
-        fireNotifyHooks(*batch, /*wait=*/false);
-    }
-    return Status::OK();
+    // Returned as is (no Status copied on the way out): see taskStatus().
+    return taskStatus(*batch, task_id, status, /*drive=*/false,
+                      /*clock=*/nullptr, /*fire_hooks=*/true);
 }
 
 Status TransferEngineImpl::getTransferStatus(
