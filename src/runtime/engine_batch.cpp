@@ -351,18 +351,35 @@ Status TransferEngineImpl::submitInternal(
     // buffer of either side is looked at): the decision is memoised with
     // the descriptor, under the local version and the selector's state.
     RemoteDescMemo::RouteKey route_key;
+    // The memoised decision of the last request and its hint, for the
+    // requests after it to the same target (reset on a target change).
+    Transport* run_transport = nullptr;
+    TransportType run_hint = UNSPEC;
     route_key.local_version = memo.localVersion();
     route_key.selector_generation = selector_.generation();
     // One clock read stamps the whole submission.
     const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
-    for (size_t i = 0; i < request_list.size(); ++i) {
+    // Sizes read once: the compiler cannot hoist them past the stores
+    // below, and each is a division.
+    const size_t count = request_list.size();
+    // OK at the top of every iteration (a failure resets it before it
+    // moves on): one Status for the loop, not one per request.
+    Status s;
+    for (size_t i = 0; i < count; ++i) {
         const Request& request = request_list[i];
         refs[i].clear();
         if (failover_.enabled() || metrics_) refs[i].request = request;
         refs[i].start_us = submitted_us;
-        Status s;
         Transport* chosen_transport = nullptr;
-        if (!desc || request.target_id != last_target) {
+        // The previous request's memoised decision, when this one has the
+        // same target and hint (a run: the usual batch to one peer).
+        const bool same_run = run_transport != nullptr &&
+                              request.target_id == last_target &&
+                              request.transport_hint == run_hint;
+        if (same_run) {
+            chosen_transport = run_transport;
+        } else if (!desc || request.target_id != last_target) {
+            run_transport = nullptr;
             remote_lookup.reset();
             entry = memo.findEntry(request.target_id, now, changes);
             if (entry != nullptr) {
@@ -379,7 +396,8 @@ Status TransferEngineImpl::submitInternal(
             last_target = request.target_id;
             if (desc && facts) onTargetFacts();
         }
-        const bool memoised_route = s.ok() && local_dram && remote_all_dram &&
+        const bool memoised_route = !same_run && s.ok() && local_dram &&
+                                    remote_all_dram &&
                                     request.transport_hint != UNSPEC;
         if (memoised_route) {
             route_key.hint = request.transport_hint;
@@ -406,6 +424,7 @@ Status TransferEngineImpl::submitInternal(
                     desc = fresh.get();
                     memo.replace(request.target_id, std::move(fresh));
                     entry = memo.entryOf(request.target_id);
+                    run_transport = nullptr;  // decided on the old one
                     remote_lookup.reset();
                     remote_all_dram = allDramTarget(*desc);
                     if (facts) onTargetFacts();
@@ -418,10 +437,15 @@ Status TransferEngineImpl::submitInternal(
                 memo.noteRoute(last_target, route_key, chosen_transport);
             }
         }
+        if (memoised_route && chosen_transport != nullptr) {
+            run_transport = chosen_transport;
+            run_hint = request.transport_hint;
+        }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i
                          << " failed: " << s.message();
             one_transport = false;
+            s = Status::OK();
             continue;
         }
         refs[i].transport = chosen_transport;
@@ -443,7 +467,7 @@ Status TransferEngineImpl::submitInternal(
         } else {
             requests.clear();
             positions.clear();
-            for (size_t i = 0; i < request_list.size(); ++i) {
+            for (size_t i = 0; i < count; ++i) {
                 if (refs[i].transport != transport) continue;
                 requests.push_back(request_list[i]);
                 positions.push_back(i);
@@ -451,21 +475,22 @@ Status TransferEngineImpl::submitInternal(
             if (requests.empty()) continue;
             list = &requests;
         }
-        Status s;
-        Transport::SubBatchRef sub = batch->subOf(transport, s);
+        Status issued;
+        Transport::SubBatchRef sub = batch->subOf(transport, issued);
         size_t sub_base = 0;
-        if (s.ok()) {
+        if (issued.ok()) {
             sub_base = sub->size();
-            s = transport->submitTransferTasks(sub, *list);
+            issued = transport->submitTransferTasks(sub, *list);
         }
         const uint64_t accepted_us = metrics_ ? metricsNowUs() : 0;
-        for (size_t k = 0; k < list->size(); ++k) {
+        const size_t listed = list->size();
+        for (size_t k = 0; k < listed; ++k) {
             EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
-            if (!s.ok()) {
+            if (!issued.ok()) {
                 // Unrouted, so it reads FAILED, unless another transport
                 // may take it (failover.h).
                 ref.transport = nullptr;
-                if (failover_.enabled() && !isPermanentFailure(s)) {
+                if (failover_.enabled() && !isPermanentFailure(issued)) {
                     ref.failed_from = transport;
                 }
                 continue;
@@ -474,23 +499,22 @@ Status TransferEngineImpl::submitInternal(
             ref.sub_task = static_cast<int>(sub_base + k);
             ref.accepted_us = accepted_us;
         }
-        if (!s.ok() && metrics_) noteRefused(transport, *list);
-        if (!s.ok()) {
+        if (!issued.ok() && metrics_) noteRefused(transport, *list);
+        if (!issued.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
-                         << loaded.entry->name << " rejected " << list->size()
-                         << " request(s): " << s.message();
+                         << loaded.entry->name << " rejected " << listed
+                         << " request(s): " << issued.message();
         }
     }
     if (hook != nullptr) {
         hook->begin = base;
-        hook->end = base + request_list.size();
+        hook->end = base + count;
         std::lock_guard<std::mutex> lock(batch->hooks_mu);
         batch->hooks.push_back(std::move(*hook));
         batch->open_hooks.fetch_add(1, std::memory_order_release);
     }
     // Readers may use the new tasks from here on.
-    batch->published.store(base + request_list.size(),
-                           std::memory_order_release);
+    batch->published.store(base + count, std::memory_order_release);
     return Status::OK();
 }
 
