@@ -281,71 +281,6 @@ Status TransferEngineImpl::submitInternal(
         targetFacts(*local, own_user, *desc, last_target, same_machine,
                     same_user);
     };
-    // Chooses the transport of `request` to the target `desc` holds;
-    // `missed` when it failed because no buffer of the target covers the
-    // range (what a re-read of a stale descriptor may cure).
-    auto route = [&](const Request& request, TransportType& chosen,
-                     bool& missed) {
-        missed = false;
-        // Where every buffer of a side is host memory (and, locally,
-        // unregistered memory is too: the CPU platform), the pair is known
-        // without finding that side's buffer: a hinted request skips the
-        // target's look-up and every request the source's. A refusal is
-        // decided again with both found, so that its message names the
-        // buffers' own locations.
-        const bool remote_dram =
-            request.transport_hint != UNSPEC && remote_all_dram;
-        Status s;
-        for (bool full = !remote_dram && !local_dram;; full = true) {
-            RouteContext context;
-            context.segment_type = desc->type;
-            context.segment_name = desc->name;
-            context.same_machine = same_machine;
-            context.same_user = same_user;
-            // Each side's kind is known where all its memory is host
-            // memory (counted once per descriptor, when it was indexed):
-            // the selector then parses no location. local_dram covers
-            // unregistered memory too (the CPU platform places it there).
-            if (local_dram) context.local_kind = MemoryKind::kDram;
-            if (remote_all_dram) context.remote_kind = MemoryKind::kDram;
-            if (full || !remote_dram) {
-                const BufferDesc* remote = remote_lookup.find(
-                    *desc, request.target_offset, request.length);
-                if (remote != nullptr) {
-                    context.remote_location = remote->location;
-                    context.buffer_transports = &remote->transports;
-                }
-            }
-            const BufferDesc* source =
-                full || !local_dram
-                    ? local_lookup.find(
-                          *local, reinterpret_cast<uintptr_t>(request.source),
-                          request.length)
-                    : nullptr;
-            // Memory no transport registered is placed by the platform, so
-            // that an unregistered device pointer is still known as one.
-            // The CPU platform has only DRAM to answer, so it is not asked
-            // (nor fetched).
-            Location located;
-            if (source != nullptr) {
-                context.local_location = source->location;
-            } else if (!local_dram && !currentPlatformIsCpu()) {
-                if (!platform) platform = currentPlatform();
-                if (platform->locate(request.source, request.length, located)
-                        .ok()) {
-                    context.local_location = located;
-                }
-            }
-            s = selector_.select(request, context, chosen);
-            if (s.ok() || full) {
-                // A hint is not checked against the target's buffers, so
-                // only an unhinted refusal can be a miss.
-                missed = !s.ok() && request.transport_hint == UNSPEC &&
-                         context.buffer_transports == nullptr;
-                return s;
-            }
-        }
-    };
     // A hinted request between host memory on both sides is routed by
     // facts of the target's descriptor and the local snapshot alone (no
     // buffer of either side is looked at): the decision is memoised with
@@ -404,6 +339,76 @@ Status TransferEngineImpl::submitInternal(
             if (entry != nullptr) chosen_transport = entry->routeFor(route_key);
         }
         if (s.ok() && chosen_transport == nullptr) {
+            // Chooses the transport of `req` to the target `desc` holds;
+            // defined here, on the path that calls it, so that a request routed
+            // from the memo does not build its closure;
+            // `missed` when it failed because no buffer of the target covers
+            // the range (what a re-read of a stale descriptor may cure).
+            auto route = [&](const Request& req, TransportType& chosen,
+                             bool& missed) {
+                missed = false;
+                // Where every buffer of a side is host memory (and, locally,
+                // unregistered memory is too: the CPU platform), the pair is
+                // known without finding that side's buffer: a hinted request
+                // skips the target's look-up and every request the source's. A
+                // refusal is decided again with both found, so that its message
+                // names the buffers' own locations.
+                const bool remote_dram =
+                    req.transport_hint != UNSPEC && remote_all_dram;
+                Status s;
+                for (bool full = !remote_dram && !local_dram;; full = true) {
+                    RouteContext context;
+                    context.segment_type = desc->type;
+                    context.segment_name = desc->name;
+                    context.same_machine = same_machine;
+                    context.same_user = same_user;
+                    // Each side's kind is known where all its memory is host
+                    // memory (counted once per descriptor, when it was
+                    // indexed): the selector then parses no location.
+                    // local_dram covers unregistered memory too (the CPU
+                    // platform places it there).
+                    if (local_dram) context.local_kind = MemoryKind::kDram;
+                    if (remote_all_dram)
+                        context.remote_kind = MemoryKind::kDram;
+                    if (full || !remote_dram) {
+                        const BufferDesc* remote = remote_lookup.find(
+                            *desc, req.target_offset, req.length);
+                        if (remote != nullptr) {
+                            context.remote_location = remote->location;
+                            context.buffer_transports = &remote->transports;
+                        }
+                    }
+                    const BufferDesc* source =
+                        full || !local_dram
+                            ? local_lookup.find(
+                                  *local,
+                                  reinterpret_cast<uintptr_t>(req.source),
+                                  req.length)
+                            : nullptr;
+                    // Memory no transport registered is placed by the platform,
+                    // so that an unregistered device pointer is still known as
+                    // one. The CPU platform has only DRAM to answer, so it is
+                    // not asked (nor fetched).
+                    Location located;
+                    if (source != nullptr) {
+                        context.local_location = source->location;
+                    } else if (!local_dram && !currentPlatformIsCpu()) {
+                        if (!platform) platform = currentPlatform();
+                        if (platform->locate(req.source, req.length, located)
+                                .ok()) {
+                            context.local_location = located;
+                        }
+                    }
+                    s = selector_.select(req, context, chosen);
+                    if (s.ok() || full) {
+                        // A hint is not checked against the target's buffers,
+                        // so only an unhinted refusal can be a miss.
+                        missed = !s.ok() && req.transport_hint == UNSPEC &&
+                                 context.buffer_transports == nullptr;
+                        return s;
+                    }
+                }
+            };
             TransportType chosen = UNSPEC;
             bool missed = false;
             s = route(request, chosen, missed);
