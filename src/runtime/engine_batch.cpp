@@ -1,5 +1,5 @@
-// TransferEngineImpl batches: routing requests to transports and reading
-// their progress back.
+// TransferEngineImpl batches: routing requests to transports, and freeing
+// batches (their status reads: engine_batch_status.cpp).
 //
 // Freeing a batch never leaves a transfer writing into memory the caller
 // may release next: freeBatch() waits, up to batch/free_timeout_ms, for
@@ -60,18 +60,24 @@ Status unknownBatch(const char* operation, BatchID id) {
 }
 
 // Finds the batch `id` names and claims `flags` (see EngineBatch::claim)
-// on it for `operation`; the batch in `batch` when OK.
-Status claimBatch(EngineBatchTable& table, const char* operation, BatchID id,
-                  uint64_t flags, EngineBatch*& batch) {
-    batch = table.lookup(id);
-    if (batch == nullptr) return unknownBatch(operation, id);
-    switch (batch->claim(EngineBatchTable::generationOf(id), flags)) {
-        case EngineBatch::Claim::kOk:
-            return Status::OK();
-        case EngineBatch::Claim::kUnknown:
-            return unknownBatch(operation, id);
-        case EngineBatch::Claim::kFreeing:
-            break;
+// on it; null when that failed, with `claim` saying why (kOk: no such
+// batch). Builds no Status: claimRefused() does, on the failure path only.
+inline EngineBatch* claimBatch(EngineBatchTable& table, BatchID id,
+                               uint64_t flags, EngineBatch::Claim& claim) {
+    EngineBatch* batch = table.lookup(id);
+    if (batch == nullptr) {
+        claim = EngineBatch::Claim::kUnknown;
+        return nullptr;
+    }
+    claim = batch->claim(EngineBatchTable::generationOf(id), flags);
+    return claim == EngineBatch::Claim::kOk ? batch : nullptr;
+}
+
+// Why claimBatch() for `operation` refused `id`.
+Status claimRefused(const char* operation, BatchID id, uint64_t flags,
+                    EngineBatch::Claim claim) {
+    if (claim != EngineBatch::Claim::kFreeing) {
+        return unknownBatch(operation, id);
     }
     return Status::InvalidArgument(
         std::string(operation) + ": batch " + std::to_string(id) +
@@ -127,12 +133,14 @@ Status TransferEngineImpl::countInFlight(EngineBatch& batch,
 
 Status TransferEngineImpl::freeBatch(BatchID batch_id) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = nullptr;
     // Closed to readers from the claim on: once those inside have left,
     // nothing reads the batch but this call.
-    CHECK_STATUS(claimBatch(batches_, "freeBatch", batch_id,
-                            EngineBatch::kFreeing | EngineBatch::kClosing,
-                            batch));
+    constexpr uint64_t kFlags = EngineBatch::kFreeing | EngineBatch::kClosing;
+    EngineBatch::Claim claim;
+    EngineBatch* batch = claimBatch(batches_, batch_id, kFlags, claim);
+    if (batch == nullptr) {
+        return claimRefused("freeBatch", batch_id, kFlags, claim);
+    }
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
     batch->waitUnpinned();
     // Holding kFreeing: no submission gets in while this counts and waits.
@@ -205,9 +213,13 @@ Status TransferEngineImpl::submitInternal(
     BatchID batch_id, const std::vector<Request>& request_list,
     EngineBatch::NotifyHook* hook) {
     if (!available()) return notAvailable();
-    EngineBatch* batch = nullptr;
-    CHECK_STATUS(claimBatch(batches_, "submitTransfer", batch_id,
-                            EngineBatch::kSubmitting, batch));
+    EngineBatch::Claim claim;
+    EngineBatch* batch =
+        claimBatch(batches_, batch_id, EngineBatch::kSubmitting, claim);
+    if (batch == nullptr) {
+        return claimRefused("submitTransfer", batch_id,
+                            EngineBatch::kSubmitting, claim);
+    }
     const uint32_t generation = EngineBatchTable::generationOf(batch_id);
     // Lets go of kSubmitting on every return below.
     struct Unclaim {
@@ -234,18 +246,21 @@ Status TransferEngineImpl::submitInternal(
     EngineBatch::TaskRef* refs = batch->tasks.data() + base;
     Transport* first = nullptr;
     bool one_transport = true;
-    const SegmentDescRef local = segments_->getLocal();
+    // Held by `memo` (this thread's) until its next call: a submission that
+    // rotates over many peers finds each in O(1), with one clock read, and
+    // the local snapshot without the manager's mutex.
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(*segments_);
+    const SegmentDesc* const local = &memo.local(*segments_);
     BufferLookup local_lookup;
     BufferLookup remote_lookup;
     SegmentID last_target = LOCAL_SEGMENT_ID;
-    // Held by `memo` (this thread's) until its next call: a submission that
-    // rotates over many peers finds each in O(1), with one clock read.
-    RemoteDescMemo& memo = RemoteDescMemo::forThread(*segments_);
     // The change count before the clock: see RemoteLease::currentAt().
     const uint64_t changes = segments_->remoteChanges();
     const SegmentManager::CacheClock::time_point now =
         SegmentManager::cacheNow();
     const SegmentDesc* desc = nullptr;
+    // desc's memo entry while the memo holds it in a slot, else null.
+    const RemoteDescMemo::Entry* entry = nullptr;
     bool same_machine = false;
     bool same_user = false;
     std::shared_ptr<Platform> platform;  // fetched on the first need
@@ -266,96 +281,134 @@ Status TransferEngineImpl::submitInternal(
         targetFacts(*local, own_user, *desc, last_target, same_machine,
                     same_user);
     };
-    // Chooses the transport of `request` to the target `desc` holds;
-    // `missed` when it failed because no buffer of the target covers the
-    // range (what a re-read of a stale descriptor may cure).
-    auto route = [&](const Request& request, TransportType& chosen,
-                     bool& missed) {
-        missed = false;
-        // Where every buffer of a side is host memory (and, locally,
-        // unregistered memory is too: the CPU platform), the pair is known
-        // without finding that side's buffer: a hinted request skips the
-        // target's look-up and every request the source's. A refusal is
-        // decided again with both found, so that its message names the
-        // buffers' own locations.
-        const bool remote_dram =
-            request.transport_hint != UNSPEC && remote_all_dram;
-        Status s;
-        for (bool full = !remote_dram && !local_dram;; full = true) {
-            RouteContext context;
-            context.segment_type = desc->type;
-            context.segment_name = desc->name;
-            context.same_machine = same_machine;
-            context.same_user = same_user;
-            // Each side's kind is known where all its memory is host
-            // memory (counted once per descriptor, when it was indexed):
-            // the selector then parses no location. local_dram covers
-            // unregistered memory too (the CPU platform places it there).
-            if (local_dram) context.local_kind = MemoryKind::kDram;
-            if (remote_all_dram) context.remote_kind = MemoryKind::kDram;
-            if (full || !remote_dram) {
-                const BufferDesc* remote = remote_lookup.find(
-                    *desc, request.target_offset, request.length);
-                if (remote != nullptr) {
-                    context.remote_location = remote->location;
-                    context.buffer_transports = &remote->transports;
-                }
-            }
-            const BufferDesc* source =
-                full || !local_dram
-                    ? local_lookup.find(
-                          *local, reinterpret_cast<uintptr_t>(request.source),
-                          request.length)
-                    : nullptr;
-            // Memory no transport registered is placed by the platform, so
-            // that an unregistered device pointer is still known as one.
-            // The CPU platform has only DRAM to answer, so it is not asked
-            // (nor fetched).
-            Location located;
-            if (source != nullptr) {
-                context.local_location = source->location;
-            } else if (!local_dram && !currentPlatformIsCpu()) {
-                if (!platform) platform = currentPlatform();
-                if (platform->locate(request.source, request.length, located)
-                        .ok()) {
-                    context.local_location = located;
-                }
-            }
-            s = selector_.select(request, context, chosen);
-            if (s.ok() || full) {
-                // A hint is not checked against the target's buffers, so
-                // only an unhinted refusal can be a miss.
-                missed = !s.ok() && request.transport_hint == UNSPEC &&
-                         context.buffer_transports == nullptr;
-                return s;
-            }
-        }
-    };
+    // A hinted request between host memory on both sides is routed by
+    // facts of the target's descriptor and the local snapshot alone (no
+    // buffer of either side is looked at): the decision is memoised with
+    // the descriptor, under the local version and the selector's state.
+    RemoteDescMemo::RouteKey route_key;
+    // The memoised decision of the last request and its hint, for the
+    // requests after it to the same target (reset on a target change).
+    Transport* run_transport = nullptr;
+    TransportType run_hint = UNSPEC;
+    route_key.local_version = memo.localVersion();
+    route_key.selector_generation = selector_.generation();
     // One clock read stamps the whole submission.
     const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
-    for (size_t i = 0; i < request_list.size(); ++i) {
+    // Sizes read once: the compiler cannot hoist them past the stores
+    // below, and each is a division.
+    const size_t count = request_list.size();
+    // OK at the top of every iteration (a failure resets it before it
+    // moves on): one Status for the loop, not one per request.
+    Status s;
+    for (size_t i = 0; i < count; ++i) {
         const Request& request = request_list[i];
         refs[i].clear();
         if (failover_.enabled() || metrics_) refs[i].request = request;
         refs[i].start_us = submitted_us;
-        Status s;
         Transport* chosen_transport = nullptr;
-        if (!desc || request.target_id != last_target) {
+        // The previous request's memoised decision, when this one has the
+        // same target and hint (a run: the usual batch to one peer).
+        const bool same_run = run_transport != nullptr &&
+                              request.target_id == last_target &&
+                              request.transport_hint == run_hint;
+        if (same_run) {
+            chosen_transport = run_transport;
+        } else if (!desc || request.target_id != last_target) {
+            run_transport = nullptr;
             remote_lookup.reset();
-            desc = memo.find(request.target_id, now, changes);
-            if (desc == nullptr) {
+            entry = memo.findEntry(request.target_id, now, changes);
+            if (entry != nullptr) {
+                desc = entry->desc.get();
+                remote_all_dram = entry->all_dram;
+            } else {
                 s = memo.get(*segments_, request.target_id, now, desc);
-            }
-            if (s.ok() && !desc) {
-                s = noSegmentDescriptor(request.target_id);
+                entry = memo.entryOf(request.target_id);
+                if (s.ok() && !desc) {
+                    s = noSegmentDescriptor(request.target_id);
+                }
+                if (desc) remote_all_dram = allDramTarget(*desc);
             }
             last_target = request.target_id;
-            if (desc) {
-                remote_all_dram = allDramTarget(*desc);
-                if (facts) onTargetFacts();
-            }
+            if (desc && facts) onTargetFacts();
         }
-        if (s.ok()) {
+        const bool memoised_route = !same_run && s.ok() && local_dram &&
+                                    remote_all_dram &&
+                                    request.transport_hint != UNSPEC;
+        if (memoised_route) {
+            route_key.hint = request.transport_hint;
+            if (entry != nullptr) chosen_transport = entry->routeFor(route_key);
+        }
+        if (s.ok() && chosen_transport == nullptr) {
+            // Chooses the transport of `req` to the target `desc` holds;
+            // defined here, on the path that calls it, so that a request routed
+            // from the memo does not build its closure;
+            // `missed` when it failed because no buffer of the target covers
+            // the range (what a re-read of a stale descriptor may cure).
+            auto route = [&](const Request& req, TransportType& chosen,
+                             bool& missed) {
+                missed = false;
+                // Where every buffer of a side is host memory (and, locally,
+                // unregistered memory is too: the CPU platform), the pair is
+                // known without finding that side's buffer: a hinted request
+                // skips the target's look-up and every request the source's. A
+                // refusal is decided again with both found, so that its message
+                // names the buffers' own locations.
+                const bool remote_dram =
+                    req.transport_hint != UNSPEC && remote_all_dram;
+                Status s;
+                for (bool full = !remote_dram && !local_dram;; full = true) {
+                    RouteContext context;
+                    context.segment_type = desc->type;
+                    context.segment_name = desc->name;
+                    context.same_machine = same_machine;
+                    context.same_user = same_user;
+                    // Each side's kind is known where all its memory is host
+                    // memory (counted once per descriptor, when it was
+                    // indexed): the selector then parses no location.
+                    // local_dram covers unregistered memory too (the CPU
+                    // platform places it there).
+                    if (local_dram) context.local_kind = MemoryKind::kDram;
+                    if (remote_all_dram)
+                        context.remote_kind = MemoryKind::kDram;
+                    if (full || !remote_dram) {
+                        const BufferDesc* remote = remote_lookup.find(
+                            *desc, req.target_offset, req.length);
+                        if (remote != nullptr) {
+                            context.remote_location = remote->location;
+                            context.buffer_transports = &remote->transports;
+                        }
+                    }
+                    const BufferDesc* source =
+                        full || !local_dram
+                            ? local_lookup.find(
+                                  *local,
+                                  reinterpret_cast<uintptr_t>(req.source),
+                                  req.length)
+                            : nullptr;
+                    // Memory no transport registered is placed by the platform,
+                    // so that an unregistered device pointer is still known as
+                    // one. The CPU platform has only DRAM to answer, so it is
+                    // not asked (nor fetched).
+                    Location located;
+                    if (source != nullptr) {
+                        context.local_location = source->location;
+                    } else if (!local_dram && !currentPlatformIsCpu()) {
+                        if (!platform) platform = currentPlatform();
+                        if (platform->locate(req.source, req.length, located)
+                                .ok()) {
+                            context.local_location = located;
+                        }
+                    }
+                    s = selector_.select(req, context, chosen);
+                    if (s.ok() || full) {
+                        // A hint is not checked against the target's buffers,
+                        // so only an unhinted refusal can be a miss.
+                        missed = !s.ok() && req.transport_hint == UNSPEC &&
+                                 context.buffer_transports == nullptr;
+                        return s;
+                    }
+                }
+            };
             TransportType chosen = UNSPEC;
             bool missed = false;
             s = route(request, chosen, missed);
@@ -375,6 +428,8 @@ Status TransferEngineImpl::submitInternal(
                 } else if (refreshed) {
                     desc = fresh.get();
                     memo.replace(request.target_id, std::move(fresh));
+                    entry = memo.entryOf(request.target_id);
+                    run_transport = nullptr;  // decided on the old one
                     remote_lookup.reset();
                     remote_all_dram = allDramTarget(*desc);
                     if (facts) onTargetFacts();
@@ -382,11 +437,20 @@ Status TransferEngineImpl::submitInternal(
                 }
             }
             if (s.ok()) chosen_transport = transportOf(chosen);
+            // A hint never misses, so `desc` is still the memo's.
+            if (memoised_route && chosen_transport != nullptr) {
+                memo.noteRoute(last_target, route_key, chosen_transport);
+            }
+        }
+        if (memoised_route && chosen_transport != nullptr) {
+            run_transport = chosen_transport;
+            run_hint = request.transport_hint;
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i
                          << " failed: " << s.message();
             one_transport = false;
+            s = Status::OK();
             continue;
         }
         refs[i].transport = chosen_transport;
@@ -408,7 +472,7 @@ Status TransferEngineImpl::submitInternal(
         } else {
             requests.clear();
             positions.clear();
-            for (size_t i = 0; i < request_list.size(); ++i) {
+            for (size_t i = 0; i < count; ++i) {
                 if (refs[i].transport != transport) continue;
                 requests.push_back(request_list[i]);
                 positions.push_back(i);
@@ -416,21 +480,22 @@ Status TransferEngineImpl::submitInternal(
             if (requests.empty()) continue;
             list = &requests;
         }
-        Status s;
-        Transport::SubBatchRef sub = batch->subOf(transport, s);
+        Status issued;
+        Transport::SubBatchRef sub = batch->subOf(transport, issued);
         size_t sub_base = 0;
-        if (s.ok()) {
+        if (issued.ok()) {
             sub_base = sub->size();
-            s = transport->submitTransferTasks(sub, *list);
+            issued = transport->submitTransferTasks(sub, *list);
         }
         const uint64_t accepted_us = metrics_ ? metricsNowUs() : 0;
-        for (size_t k = 0; k < list->size(); ++k) {
+        const size_t listed = list->size();
+        for (size_t k = 0; k < listed; ++k) {
             EngineBatch::TaskRef& ref = refs[one_transport ? k : positions[k]];
-            if (!s.ok()) {
+            if (!issued.ok()) {
                 // Unrouted, so it reads FAILED, unless another transport
                 // may take it (failover.h).
                 ref.transport = nullptr;
-                if (failover_.enabled() && !isPermanentFailure(s)) {
+                if (failover_.enabled() && !isPermanentFailure(issued)) {
                     ref.failed_from = transport;
                 }
                 continue;
@@ -439,161 +504,23 @@ Status TransferEngineImpl::submitInternal(
             ref.sub_task = static_cast<int>(sub_base + k);
             ref.accepted_us = accepted_us;
         }
-        if (!s.ok() && metrics_) noteRefused(transport, *list);
-        if (!s.ok()) {
+        if (!issued.ok() && metrics_) noteRefused(transport, *list);
+        if (!issued.ok()) {
             LOG(WARNING) << "Batch " << batch_id << ": transport "
-                         << loaded.entry->name << " rejected " << list->size()
-                         << " request(s): " << s.message();
+                         << loaded.entry->name << " rejected " << listed
+                         << " request(s): " << issued.message();
         }
     }
     if (hook != nullptr) {
         hook->begin = base;
-        hook->end = base + request_list.size();
+        hook->end = base + count;
         std::lock_guard<std::mutex> lock(batch->hooks_mu);
         batch->hooks.push_back(std::move(*hook));
         batch->open_hooks.fetch_add(1, std::memory_order_release);
     }
     // Readers may use the new tasks from here on.
-    batch->published.store(base + request_list.size(),
-                           std::memory_order_release);
+    batch->published.store(base + count, std::memory_order_release);
     return Status::OK();
-}
-
-// A final `status` read from the transport becomes the task's verdict
-// (see engine_batch_table.h).
-void EngineBatch::TaskRef::settle(TransferStatus& status) {
-    uint8_t v = verdict.load(std::memory_order_acquire);
-    while (v < kFinal) {
-        const int ended = v == kCancelRequested ? CANCELED : status.s;
-        const auto want = static_cast<uint8_t>(kFinal + ended);
-        if (verdict.compare_exchange_weak(v, want, std::memory_order_acq_rel,
-                                          std::memory_order_acquire)) {
-            v = want;
-        }
-    }
-    status.s = static_cast<TransferStatusEnum>(v - kFinal);
-    // A load first, so that polls of a task already settled write nothing.
-    if (!settled.load(std::memory_order_relaxed)) {
-        settled.store(true, std::memory_order_release);
-    }
-}
-
-Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
-                                      TransferStatus& status, bool drive,
-                                      MetricsClock* clock) {
-    EngineBatch::TaskRef& ref = batch.tasks[task_id];
-    // Since a failover, the task runs on its route (failover.h).
-    const EngineBatch::TaskRef::Where at = ref.where();
-    const FailoverRoute* route = at.route;
-    if (!at.transport) {
-        status.s = FAILED;
-        status.transferred_bytes = 0;
-    } else {
-        CHECK_STATUS(
-            at.transport->getTransferStatus(at.sub, at.sub_task, status));
-    }
-    if (status.s == FAILED && failover_.enabled()) {
-        // A poll that may not fail the task over leaves an open one to the
-        // progress worker, which moves it or settles it FAILED: settling it
-        // here would report FAILED for a task the worker is carrying over
-        // (and whose bytes then still arrive).
-        const bool may_fail_over = failover_.on_poll || drive;
-        const bool worker_decides =
-            !may_fail_over && failover_.progress_worker &&
-            ref.verdict.load(std::memory_order_acquire) ==
-                EngineBatch::TaskRef::kOpen;
-        if (worker_decides ||
-            (may_fail_over && failOver(batch, task_id, route, status))) {
-            if (metrics_)
-                noteStatus(ref, at.transport, route, true, PENDING, clock);
-            status.s = PENDING;
-            status.transferred_bytes = 0;
-            return Status::OK();
-        }
-    }
-    if (status.s != PENDING && status.s != INITIAL) ref.settle(status);
-    // A poll that sees the task still running records nothing, so it
-    // does not pay for the call.
-    if (metrics_ && status.s != PENDING && status.s != INITIAL)
-        noteStatus(ref, at.transport, route, status.s == FAILED, status.s,
-                   clock);
-    return Status::OK();
-}
-
-Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
-                                             TransferStatus& status) {
-    if (!available()) return notAvailable();
-    EngineBatch* batch = pinBatch(batch_id);
-    if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
-    EngineBatchPin pin(batch);
-    const size_t count = batch->published.load(std::memory_order_acquire);
-    if (task_id >= count) {
-        return Status::InvalidArgument(
-            "getTransferStatus: task id " + std::to_string(task_id) +
-            " out of range (batch " + std::to_string(batch_id) + " has " +
-            std::to_string(count) + " tasks)");
-    }
-    CHECK_STATUS(taskStatus(*batch, task_id, status));
-    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
-        fireNotifyHooks(*batch, /*wait=*/false);
-    }
-    return Status::OK();
-}
-
-Status TransferEngineImpl::getTransferStatus(
-    BatchID batch_id, std::vector<TransferStatus>& status_list) {
-    if (!available()) return notAvailable();
-    EngineBatch* batch = pinBatch(batch_id);
-    if (batch == nullptr) return unknownBatch("getTransferStatus", batch_id);
-    EngineBatchPin pin(batch);
-    const size_t count = batch->published.load(std::memory_order_acquire);
-    status_list.assign(count, TransferStatus());
-    MetricsClock clock;
-    for (size_t i = 0; i < count; ++i) {
-        CHECK_STATUS(taskStatus(*batch, i, status_list[i], false, &clock));
-    }
-    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
-        fireNotifyHooks(*batch, /*wait=*/false);
-    }
-    return Status::OK();
-}
-
-Status TransferEngineImpl::getTransferStatus(BatchID batch_id,
-                                             TransferStatus& overall) {
-    std::vector<TransferStatus> list;
-    CHECK_STATUS(getTransferStatus(batch_id, list));
-    bool pending = false, failed = false;
-    overall.transferred_bytes = 0;
-    for (const TransferStatus& s : list) {
-        overall.transferred_bytes += s.transferred_bytes;
-        if (s.s == PENDING || s.s == INITIAL) {
-            pending = true;
-        } else if (s.s != COMPLETED) {
-            failed = true;  // FAILED, TIMEOUT, CANCELED, INVALID
-        }
-    }
-    overall.s = pending ? PENDING : (failed ? FAILED : COMPLETED);
-    return Status::OK();
-}
-
-Status TransferEngineImpl::progressBatch(BatchID batch_id,
-                                         TransferStatus& overall) {
-    // Reading every task is the step: transports here make progress on
-    // their own threads or when polled. It fails tasks over whatever
-    // enable_auto_failover_on_poll says.
-    if (!available()) return notAvailable();
-    EngineBatch* batch = pinBatch(batch_id);
-    if (batch == nullptr) return unknownBatch("progressBatch", batch_id);
-    {
-        EngineBatchPin pin(batch);
-        const size_t count = batch->published.load(std::memory_order_acquire);
-        MetricsClock clock;
-        for (size_t i = 0; i < count; ++i) {
-            TransferStatus status;
-            CHECK_STATUS(taskStatus(*batch, i, status, /*drive=*/true, &clock));
-        }
-    }
-    return getTransferStatus(batch_id, overall);
 }
 
 }  // namespace mooncake::tent

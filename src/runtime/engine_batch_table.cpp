@@ -9,6 +9,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "runtime/engine_thread_state.h"
+
 namespace mooncake::tent {
 
 namespace {
@@ -36,31 +38,18 @@ std::unordered_map<uint64_t, EngineBatchTable*>& liveTables() {
 
 }  // namespace
 
-// One freed slot per thread. A thread that frees a batch and allocates
-// the next, the usual loop, then takes no compare-and-swap on the shared
-// free list for either; the slot is this thread's alone while cached.
-struct EngineSlotCache {
-    uint64_t table = 0;  // uid of the slot's table; 0 while empty
-    EngineBatch* batch = nullptr;
-
-    // Gives the cached slot back to its table, if the table still exists.
-    void drop() {
-        if (table == 0) return;
-        std::lock_guard<std::mutex> lock(tablesMu());
-        auto it = liveTables().find(table);
-        if (it != liveTables().end()) it->second->pushFree(batch);
-        table = 0;
-        batch = nullptr;
-    }
-    ~EngineSlotCache() { drop(); }
-};
+void EngineSlotCache::drop() {
+    if (table == 0) return;
+    std::lock_guard<std::mutex> lock(tablesMu());
+    auto it = liveTables().find(table);
+    if (it != liveTables().end()) it->second->pushFree(batch);
+    table = 0;
+    batch = nullptr;
+}
 
 namespace {
 
-EngineSlotCache& slotCache() {
-    thread_local EngineSlotCache cache;
-    return cache;
-}
+EngineSlotCache& slotCache() { return EngineThreadState::get().slots; }
 
 std::atomic<uint64_t> g_next_table_uid{1};
 
@@ -258,21 +247,6 @@ BatchID EngineBatchTable::allocate(size_t capacity) {
     batch->state.store(EngineBatch::idleState(generation),
                        std::memory_order_release);
     return (static_cast<BatchID>(generation) << 32) | batch->slot;
-}
-
-EngineBatch* EngineBatchTable::lookup(BatchID id) const {
-    // Only odd generations are handed out: an even one names no batch,
-    // even when it matches a free slot's.
-    if ((generationOf(id) & 1) == 0) return nullptr;
-    return slotOf(id);
-}
-
-EngineBatch* EngineBatchTable::slotOf(BatchID id) const {
-    const uint32_t slot = static_cast<uint32_t>(id);
-    if ((slot >> kChunkBits) >= kMaxChunks) return nullptr;
-    Chunk* chunk = chunks_[slot >> kChunkBits].load(std::memory_order_acquire);
-    if (chunk == nullptr) return nullptr;
-    return (*chunk)[slot & (kChunkSlots - 1)].load(std::memory_order_acquire);
 }
 
 void EngineBatchTable::recycle(EngineBatch* batch) {

@@ -297,6 +297,19 @@ class EngineBatchPin {
     EngineBatch* batch_;
 };
 
+// One freed slot per thread (EngineThreadState). A thread that frees a
+// batch and allocates the next, the usual loop, then takes no compare-and-
+// swap on the shared free list for either; the slot is this thread's
+// alone while cached.
+struct EngineSlotCache {
+    uint64_t table = 0;  // uid of the slot's table; 0 while empty
+    EngineBatch* batch = nullptr;
+
+    // Gives the cached slot back to its table, if the table still exists.
+    void drop();
+    ~EngineSlotCache() { drop(); }
+};
+
 class EngineBatchTable {
  public:
     // Slots per chunk, and chunks at most: 4M batches allocated at once.
@@ -313,8 +326,14 @@ class EngineBatchTable {
     BatchID allocate(size_t capacity);
     // The batch object `id` names, or null when the id was never handed
     // out. Whether it is still `id`'s batch is for the caller to check
-    // against generationOf(id): with claim(), or with pin().
-    EngineBatch* lookup(BatchID id) const;
+    // against generationOf(id): with claim(), or with pin(). Inline: every
+    // engine call on a batch starts here.
+    EngineBatch* lookup(BatchID id) const {
+        // Only odd generations are handed out: an even one names no batch,
+        // even when it matches a free slot's.
+        if ((generationOf(id) & 1) == 0) return nullptr;
+        return slotOf(id);
+    }
     static uint32_t generationOf(BatchID id) {
         return static_cast<uint32_t>(id >> 32);
     }
@@ -351,7 +370,15 @@ class EngineBatchTable {
     using Chunk = std::array<std::atomic<EngineBatch*>, kChunkSlots>;
 
     // The object in the slot of `id`'s low 32 bits, or null.
-    EngineBatch* slotOf(BatchID id) const;
+    EngineBatch* slotOf(BatchID id) const {
+        const uint32_t slot = static_cast<uint32_t>(id);
+        if ((slot >> kChunkBits) >= kMaxChunks) return nullptr;
+        Chunk* chunk =
+            chunks_[slot >> kChunkBits].load(std::memory_order_acquire);
+        if (chunk == nullptr) return nullptr;
+        return (*chunk)[slot & (kChunkSlots - 1)].load(
+            std::memory_order_acquire);
+    }
     EngineBatch* popFree();
     void pushFree(EngineBatch* batch);
     friend struct EngineSlotCache;

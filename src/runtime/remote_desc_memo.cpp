@@ -2,14 +2,18 @@
 
 #include <utility>
 
+#include "runtime/engine_thread_state.h"
+
 namespace mooncake::tent {
 
 RemoteDescMemo& RemoteDescMemo::forThread(const SegmentManager& segments) {
-    thread_local RemoteDescMemo memo;
+    RemoteDescMemo& memo = EngineThreadState::get().memo;
     if (memo.owner_ != segments.instanceId()) {
         // Another manager's ids name other segments.
         memo.slots_.clear();
+        memo.slot_count_ = 0;
         memo.overflow_.reset();
+        memo.local_.reset();
         memo.owner_ = segments.instanceId();
     }
     return memo;
@@ -25,20 +29,31 @@ Status RemoteDescMemo::get(SegmentManager& segments, SegmentID handle,
         desc = overflow_.get();
         return s;
     }
-    if (handle < slots_.size()) {
-        Slot& slot = slots_[handle];
+    if (handle < slot_count_) {
+        Entry& slot = slots_[handle];
         if (slot.desc && slot.lease.current(now)) {
             desc = slot.desc.get();
             return Status::OK();
         }
     } else {
         slots_.resize(handle + 1);
+        slot_count_ = slots_.size();
     }
-    Slot& slot = slots_[handle];
-    Status s = segments.getRemoteCached(slot.desc, handle, slot.lease);
-    if (!s.ok()) slot.desc.reset();
+    Entry& slot = slots_[handle];
+    SegmentDescRef fetched = std::move(slot.desc);
+    Status s = segments.getRemoteCached(fetched, handle, slot.lease);
+    if (!s.ok()) fetched.reset();
+    assign(slot, std::move(fetched));
     desc = slot.desc.get();
     return s;
+}
+
+void RemoteDescMemo::assign(Entry& slot, SegmentDescRef desc) {
+    slot.desc = std::move(desc);
+    slot.all_dram = slot.desc && (slot.desc->type != SegmentType::Memory ||
+                                  slot.desc->getMemory().allDram());
+    slot.route_key = RouteKey();
+    slot.route = nullptr;
 }
 
 void RemoteDescMemo::replace(SegmentID handle, SegmentDescRef fresh) {
@@ -46,8 +61,11 @@ void RemoteDescMemo::replace(SegmentID handle, SegmentDescRef fresh) {
         overflow_ = std::move(fresh);
         return;
     }
-    if (handle >= slots_.size()) slots_.resize(handle + 1);
-    slots_[handle].desc = std::move(fresh);
+    if (handle >= slot_count_) {
+        slots_.resize(handle + 1);
+        slot_count_ = slots_.size();
+    }
+    assign(slots_[handle], std::move(fresh));
     slots_[handle].lease.reset();
 }
 

@@ -158,9 +158,17 @@ class TransferEngineImpl {
     // enable_auto_failover_on_poll is off (progressBatch()).
     // `clock`: the calling status read's metrics clock, read at most once
     // per read of many tasks (engine_metrics.cpp).
+    // `fire_hooks`: then send the notifications whose tasks the read
+    // completed (getTransferStatus of one task: one call, one Status).
     Status taskStatus(EngineBatch& batch, size_t task_id,
                       TransferStatus& status, bool drive = false,
-                      MetricsClock* clock = nullptr);
+                      MetricsClock* clock = nullptr, bool fire_hooks = false);
+    // fireNotifyHooks(batch, false) when a notification of `batch` waits.
+    void fireHooksIfOpen(EngineBatch& batch) {
+        if (batch.open_hooks.load(std::memory_order_acquire) != 0) {
+            fireNotifyHooks(batch, /*wait=*/false);
+        }
+    }
     // failover.cpp: moves task `task_id`, read FAILED on `seen` (its route
     // then; null: its submission's transport), to the next transport able
     // to carry it. True: it reads PENDING (moved, or another reader is

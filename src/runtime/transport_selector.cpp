@@ -1,6 +1,7 @@
 #include "tent/runtime/transport_selector.h"
 
 #include <algorithm>
+#include <atomic>
 #include <sstream>
 
 #include "runtime/selection_policy.h"
@@ -41,6 +42,10 @@ std::string joinNames(const std::vector<TransportType>& list) {
     }
     return os.str();
 }
+
+// Selector generations, unique in the process: a memo keyed by one never
+// matches another selector's, nor an earlier state of the same one.
+std::atomic<uint64_t> g_next_generation{1};
 
 }  // namespace
 
@@ -114,14 +119,28 @@ class TransportSelector::Attempt {
     std::vector<std::string> reasons_;
 };
 
+void TransportSelector::changed() {
+    generation_ = g_next_generation.fetch_add(1, std::memory_order_relaxed);
+    uses_target_facts_ = false;
+    for (const Loaded& l : loaded_) {
+        if (sameMachineOnly(l.type)) uses_target_facts_ = true;
+    }
+    for (const SelectionPolicy& p : policies_) {
+        if (p.same_machine) uses_target_facts_ = true;
+    }
+}
+
 Status TransportSelector::loadPolicy(const Config& conf,
                                      const Topology* topology) {
     Json::Value rules = conf.getValue("policy");
+    Status s;
     if (rules.isNull()) {
         policies_.clear();
-        return Status::OK();
+    } else {
+        s = parseSelectionPolicies(rules, topology, policies_);
     }
-    return parseSelectionPolicies(rules, topology, policies_);
+    changed();
+    return s;
 }
 
 void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
@@ -131,6 +150,7 @@ void TransportSelector::setLoaded(std::vector<TransportType> loaded) {
         caps.dram_to_dram = true;
         loaded_.push_back(Loaded{t, caps});
     }
+    changed();
 }
 
 void TransportSelector::setCapabilities(TransportType type,
@@ -138,6 +158,7 @@ void TransportSelector::setCapabilities(TransportType type,
     for (Loaded& l : loaded_) {
         if (l.type == type) l.caps = caps;
     }
+    changed();
 }
 
 const TransportSelector::Loaded* TransportSelector::find(
@@ -157,16 +178,6 @@ Status TransportSelector::checkHint(TransportType hint) const {
             " is not loaded (loaded: " + joinNames(names) + ")");
     }
     return Status::OK();
-}
-
-bool TransportSelector::usesTargetFacts() const {
-    for (const Loaded& l : loaded_) {
-        if (sameMachineOnly(l.type)) return true;
-    }
-    for (const SelectionPolicy& p : policies_) {
-        if (p.same_machine) return true;
-    }
-    return false;
 }
 
 bool TransportSelector::matches(const SelectionPolicy& policy,

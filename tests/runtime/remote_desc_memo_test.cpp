@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <thread>
 
 #include "kit/descriptor_fetcher.h"
@@ -146,6 +147,82 @@ TEST(RemoteDescMemoTest, IdsPastTheSlotsAndTheLocalSegmentAreAskedEachTime) {
                         SegmentManager::cacheNow(), desc);
     EXPECT_FALSE(s.ok()) << "no such segment";
     EXPECT_EQ(w.find(memo, RemoteDescMemo::kMaxSlots), nullptr);
+}
+
+// A routing decision lives with the descriptor it was made for: any event
+// that replaces the slot's descriptor drops it, and it answers only the
+// exact key (local version, selector generation, hint) it was noted under.
+TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
+    MemoWorld w;
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(w.mgr);
+    // Never called: only compared.
+    Transport* const tcp = reinterpret_cast<Transport*>(uintptr_t{0x1000});
+    RemoteDescMemo::RouteKey key;
+    key.local_version = 3;
+    key.selector_generation = 7;
+    key.hint = TCP;
+    ASSERT_NE(w.get(memo, w.a), nullptr);
+    ASSERT_NE(w.get(memo, w.b), nullptr);
+    EXPECT_EQ(memo.findRoute(w.a, key), nullptr) << "nothing noted yet";
+    memo.noteRoute(w.a, key, tcp);
+    EXPECT_EQ(memo.findRoute(w.a, key), tcp);
+    EXPECT_EQ(memo.findRoute(w.b, key), nullptr) << "another target";
+    RemoteDescMemo::RouteKey other = key;
+    other.hint = SHM;
+    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "another hint";
+    other = key;
+    other.local_version = 4;
+    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "a new local snapshot";
+    other = key;
+    other.selector_generation = 8;
+    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "the selector changed";
+
+    // The descriptor invalidated and read again: the decision went with it.
+    ASSERT_TRUE(w.mgr.invalidateRemote(w.a).ok());
+    EXPECT_EQ(fetchOf(w.get(memo, w.a)), "fetch#3");
+    EXPECT_EQ(memo.findRoute(w.a, key), nullptr);
+
+    // So with a descriptor re-read after a miss.
+    memo.noteRoute(w.a, key, tcp);
+    SegmentDescRef fresh;
+    bool refreshed = false;
+    ASSERT_TRUE(w.mgr.refreshAfterMiss(fresh, w.a, refreshed).ok());
+    ASSERT_TRUE(refreshed);
+    memo.replace(w.a, fresh);
+    EXPECT_EQ(memo.findRoute(w.a, key), nullptr);
+
+    // No decision for the local segment (not held in a slot), nor under
+    // generation 0 (a selector never set up).
+    memo.noteRoute(LOCAL_SEGMENT_ID, key, tcp);
+    EXPECT_EQ(memo.findRoute(LOCAL_SEGMENT_ID, key), nullptr);
+    ASSERT_NE(w.get(memo, w.b), nullptr);
+    other = key;
+    other.selector_generation = 0;
+    memo.noteRoute(w.b, other, tcp);
+    EXPECT_EQ(memo.findRoute(w.b, other), nullptr);
+}
+
+// local() keeps the manager's snapshot while its version holds, and hands
+// out the new one as soon as an update swapped it in.
+TEST(RemoteDescMemoTest, TheLocalSnapshotFollowsEveryUpdate) {
+    MemoWorld w;
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(w.mgr);
+    const SegmentDesc* first = &memo.local(w.mgr);
+    EXPECT_EQ(first, w.mgr.getLocal().get());
+    EXPECT_EQ(&memo.local(w.mgr), first);
+    const uint64_t version = memo.localVersion();
+    std::thread([&] {
+        ASSERT_TRUE(w.mgr
+                        .updateLocal([](SegmentDesc& desc) {
+                            desc.machine_id = "moved";
+                            return Status::OK();
+                        })
+                        .ok());
+    }).join();
+    const SegmentDesc& now = memo.local(w.mgr);
+    EXPECT_EQ(&now, w.mgr.getLocal().get());
+    EXPECT_EQ(now.machine_id, "moved");
+    EXPECT_NE(memo.localVersion(), version);
 }
 
 }  // namespace

@@ -169,5 +169,28 @@ TEST(TransportSelectorTest, RangeOutsideEveryBufferNamesTheSegment) {
               "buffer contains [0x10f00, +0x200)");
 }
 
+// The engine memoises hinted decisions under generation(): every change
+// of what select() reads moves it, to a value no other selector has.
+TEST(TransportSelectorTest, EveryChangeMovesTheGeneration) {
+    TransportSelector one;
+    TransportSelector two;
+    EXPECT_EQ(one.generation(), 0u) << "never set up: memoised by nobody";
+    one.setLoaded({TCP});
+    two.setLoaded({TCP});
+    EXPECT_NE(one.generation(), 0u);
+    EXPECT_NE(one.generation(), two.generation());
+    uint64_t seen = one.generation();
+    Capabilities caps;
+    caps.dram_to_gpu = true;
+    one.setCapabilities(TCP, caps);
+    EXPECT_NE(one.generation(), seen);
+    seen = one.generation();
+    ASSERT_TRUE(loadPolicyText(one, R"({"policy": []})").ok());
+    EXPECT_NE(one.generation(), seen);
+    seen = one.generation();
+    one.setLoaded({TCP, SHM});
+    EXPECT_NE(one.generation(), seen);
+}
+
 }  // namespace
 }  // namespace mooncake::tent

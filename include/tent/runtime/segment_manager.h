@@ -119,6 +119,12 @@ class SegmentManager {
     ~SegmentManager();
 
     SegmentDescRef getLocal() const;
+    // Moves after every updateLocal() swapped the local snapshot in: a
+    // snapshot taken by getLocal() after reading version V is current
+    // while localVersion() still reads V (see RemoteDescMemo::local).
+    uint64_t localVersion() const {
+        return local_version_.load(std::memory_order_acquire);
+    }
     Status updateLocal(const Mutator& mutator);
     Status synchronizeLocal();
     // Called by synchronizeLocal() each time it publishes a new snapshot,

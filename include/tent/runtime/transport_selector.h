@@ -90,7 +90,11 @@ class TransportSelector {
     // same_user: a same-machine-only transport (shm, nvlink) is loaded or a
     // rule filters on same_machine. When not, a caller may leave them
     // unset (false) and skip finding them out.
-    bool usesTargetFacts() const;
+    bool usesTargetFacts() const { return uses_target_facts_; }
+    // Moves (to a value no selector in the process had) on every
+    // loadPolicy(), setLoaded() and setCapabilities(): a decision memoised
+    // under one generation is the selector's answer while it holds.
+    uint64_t generation() const { return generation_; }
 
  private:
     struct Loaded {
@@ -114,8 +118,13 @@ class TransportSelector {
                             const RouteContext& context,
                             Attempt& attempt) const;
 
+    // After every change: a new generation, usesTargetFacts() found again.
+    void changed();
+
     std::vector<SelectionPolicy> policies_;
     std::vector<Loaded> loaded_;
+    uint64_t generation_ = 0;
+    bool uses_target_facts_ = false;
 };
 
 }  // namespace mooncake::tent
