@@ -12,6 +12,7 @@
 #include <mutex>
 #include <type_traits>
 #include <typeinfo>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,7 +40,6 @@ struct MpcommSubmitSlot {
     // The slot's tasks in submission order, chained through next_task.
     size_t first = kNoTask;
     size_t last = kNoTask;
-    size_t hash_pos = 0;  // where slot_index holds this slot, if hashed
 
     bool ok() const { return error == kNoError; }
 };
@@ -70,11 +70,7 @@ struct MpcommSubBatch final : Transport::SubBatch {
     std::vector<Status> slot_errors;
     std::vector<MpcommPeerRegistry::Ticket> tickets;
     std::vector<size_t> next_task;
-    // Up to kLinearSlots targets are found by a scan; beyond, through
-    // slot_index (open addressing, -1 empty, at least twice the capacity).
-    static constexpr size_t kLinearSlots = 8;
-    bool hashed = false;
-    std::vector<int32_t> slot_index;
+    std::unordered_map<SegmentID, size_t> slot_of;  // target -> slot
 };
 
 namespace {
@@ -86,18 +82,6 @@ MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
         return nullptr;
     }
     return static_cast<MpcommSubBatch*>(batch);
-}
-
-size_t hashSlotCount(size_t capacity) {
-    size_t n = 8;
-    while (n < 2 * capacity) n <<= 1;
-    return n;
-}
-
-size_t hashOf(SegmentID target, size_t mask) {
-    return static_cast<size_t>(
-               static_cast<uint64_t>(target) * 0x9e3779b97f4a7c15ull >> 32) &
-           mask;
 }
 
 // Sub-batches this thread freed, kept for its next allocations of the same
@@ -218,46 +202,16 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     return Status::OK();
 }
 
-// The slot of `target`, made (and its peer resolved) on first sight: a
-// scan up to kLinearSlots targets, a hash beyond.
+// The slot of `target`, made (and its peer resolved) on first sight.
 size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
                                 const MpcommResolveScope& scope) {
-    std::vector<MpcommSubmitSlot>& slots = sub.slots;
-    if (!sub.hashed) {
-        for (size_t i = 0; i < slots.size(); ++i) {
-            if (slots[i].target == target) return i;
-        }
-        if (slots.size() == MpcommSubBatch::kLinearSlots) {
-            if (sub.slot_index.empty()) {
-                sub.slot_index.assign(hashSlotCount(sub.capacity()), -1);
-            }
-            sub.hashed = true;
-            for (size_t i = 0; i < slots.size(); ++i) {
-                const size_t mask = sub.slot_index.size() - 1;
-                size_t pos = hashOf(slots[i].target, mask);
-                while (sub.slot_index[pos] >= 0) pos = (pos + 1) & mask;
-                sub.slot_index[pos] = static_cast<int32_t>(i);
-                slots[i].hash_pos = pos;
-            }
-        }
-    }
-    size_t pos = 0;
-    if (sub.hashed) {
-        const size_t mask = sub.slot_index.size() - 1;
-        for (pos = hashOf(target, mask);; pos = (pos + 1) & mask) {
-            int32_t index = sub.slot_index[pos];
-            if (index < 0) break;
-            if (slots[index].target == target) return index;
-        }
-        sub.slot_index[pos] = static_cast<int32_t>(slots.size());
-    }
-    size_t index = slots.size();
-    MpcommSubmitSlot& slot = slots.emplace_back();
+    auto [it, fresh] = sub.slot_of.try_emplace(target, sub.slots.size());
+    if (!fresh) return it->second;
+    MpcommSubmitSlot& slot = sub.slots.emplace_back();
     slot.target = target;
-    slot.hash_pos = pos;
     Status resolved = resolver_->resolve(target, scope, slot.peer, sub.retired);
     if (!resolved.ok()) failSlot(sub, slot, std::move(resolved));
-    return index;
+    return it->second;
 }
 
 Status MpcommTransport::submitTransferTasks(
@@ -322,17 +276,9 @@ Status MpcommTransport::submitTransferTasks(
                             host);
                 continue;
             }
-            if (slots.capacity() == 0) {
-                slots.reserve(std::min<size_t>(request_list.size() - i,
-                                               MpcommSubBatch::kLinearSlots));
-            }
         }
         size_t s = last_slot;
         if (s == kNoTask || slots[s].target != target) {
-            // One reallocation to the bound, not three doublings.
-            if (slots.size() == slots.capacity()) {
-                slots.reserve(slots.size() + (request_list.size() - i));
-            }
             s = slotFor(*sub, target, scope);
         }
         MpcommSubmitSlot& slot = slots[s];
@@ -386,13 +332,8 @@ Status MpcommTransport::submitTransferTasks(
         settleSome(*sub, deadline);
     }
 
-    if (sub->hashed) {
-        for (const MpcommSubmitSlot& slot : slots) {
-            sub->slot_index[slot.hash_pos] = -1;
-        }
-        sub->hashed = false;
-    }
     slots.clear();
+    sub->slot_of.clear();
     sub->slot_errors.clear();
     sub->tickets.clear();
     sub->retired.clear();
