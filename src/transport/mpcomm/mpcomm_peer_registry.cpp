@@ -114,7 +114,7 @@ Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host) {
 
 std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
                                     int tcp_port) {
-    return kMpcommEndpointAttrPrefix + mpcommHostOf(local_segment_name) + ":" +
+    return "v1:" + mpcommHostOf(local_segment_name) + ":" +
            std::to_string(tcp_port);
 }
 

@@ -35,8 +35,6 @@
 
 namespace mooncake::tent {
 
-inline constexpr char kMpcommEndpointAttrPrefix[] = "v1:";
-
 // Decimal 1..65535, digits only; the error quotes the rejected text.
 Status parseMpcommTcpPort(const std::string& text, int& port);
 
