@@ -333,7 +333,8 @@ Status MpcommTransport::submitTransferTasks(
     }
 
     slots.clear();
-    sub->slot_of.clear();
+    // clear() zeroes the buckets even when empty; the fast path skips it.
+    if (!sub->slot_of.empty()) sub->slot_of.clear();
     sub->slot_errors.clear();
     sub->tickets.clear();
     sub->retired.clear();
