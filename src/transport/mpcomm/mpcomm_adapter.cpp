@@ -12,7 +12,6 @@
 
 #ifdef USE_MPCOMM
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <vector>
 
@@ -75,8 +74,6 @@ class LibMpcommAdapter : public MpcommAdapter {
             comm_.reset();
             shut_down_ = false;
             accepting_ = false;
-            std::lock_guard<std::mutex> lock(remote_mu_);
-            remote_buffers_.clear();
         }
         auto comm = std::make_unique<mpcomm::MPComm>();
         int rc = comm->init(host_id, device_names, tcp_port);
@@ -168,10 +165,9 @@ class LibMpcommAdapter : public MpcommAdapter {
                                            " (host " + host_id + ")",
                                        rc);
         }
+        // MPComm keeps the keys; the entries are only counted.
         VLOG(1) << "MPComm: " << info.entries.size() << " remote buffers from "
                 << host_id;
-        std::lock_guard<std::mutex> lock(remote_mu_);
-        remote_buffers_[host_id] = std::move(info.entries);
         return Status::OK();
     }
 
@@ -266,10 +262,6 @@ class LibMpcommAdapter : public MpcommAdapter {
 
     std::mutex deferred_mu_;
     std::vector<MpcommTransferHandle> deferred_;
-
-    std::mutex remote_mu_;
-    std::map<std::string, std::vector<mpcomm::RemoteBufferEntry>>
-        remote_buffers_;
 };
 
 }  // namespace

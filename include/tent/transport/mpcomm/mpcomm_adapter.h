@@ -100,7 +100,7 @@ class MpcommAdapter {
     // Handshake with the peer's listener; see the thread rules above.
     virtual Status connect(const std::string& host_id,
                            const std::string& tcp_addr, int tcp_port) = 0;
-    // Fetches the keys of every buffer the peer publishes now; the adapter
+    // Fetches the keys of every buffer the peer publishes now; MPComm
     // keeps them.
     virtual Status queryRemoteBuffer(const std::string& host_id,
                                      const std::string& tcp_addr,
