@@ -1,10 +1,7 @@
-// The MPComm boundary: the only translation unit that includes mpcomm.h.
-//
-// With USE_MPCOMM (defined by CMake for this file alone) it is a thin
-// pass-through to mpcomm::MPComm; without it, an unavailable stub. MPComm
-// owns slicing, NIC/QP selection and its workers, so there is no scheduling
-// here: only argument passing, status translation and the handle rules of
-// mpcomm_adapter.h.
+// The only translation unit that includes mpcomm.h: with USE_MPCOMM
+// (defined for this file alone) a pass-through to mpcomm::MPComm, which owns
+// slicing, NIC/QP selection and its workers; without it, an unavailable
+// stub.
 #include "tent/transport/mpcomm/mpcomm_adapter.h"
 
 #include <glog/logging.h>
@@ -15,7 +12,6 @@
 
 #ifdef USE_MPCOMM
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <vector>
 
@@ -72,15 +68,12 @@ class LibMpcommAdapter : public MpcommAdapter {
             return Status::InvalidArgument(
                 "MPComm init called twice for host " + host_id);
         }
-        // After shutdown() a new instance: MPComm objects are not
-        // re-initialised in place. Dropping the old one releases what its
-        // shutdown() left (a real libmpcomm's dead connection records).
+        // MPComm objects are not re-initialised in place; dropping the old
+        // one releases what its shutdown() left.
         if (comm_) {
             comm_.reset();
             shut_down_ = false;
             accepting_ = false;
-            std::lock_guard<std::mutex> lock(remote_mu_);
-            remote_buffers_.clear();
         }
         auto comm = std::make_unique<mpcomm::MPComm>();
         int rc = comm->init(host_id, device_names, tcp_port);
@@ -117,7 +110,6 @@ class LibMpcommAdapter : public MpcommAdapter {
         if (!live()) return;
         stopAcceptThread();
         {
-            // Give back what finished; MPComm's shutdown owns the rest.
             std::lock_guard<std::mutex> lock(deferred_mu_);
             reapDeferredLocked();
             deferred_.clear();
@@ -173,10 +165,9 @@ class LibMpcommAdapter : public MpcommAdapter {
                                            " (host " + host_id + ")",
                                        rc);
         }
+        // MPComm keeps the keys; the entries are only counted.
         VLOG(1) << "MPComm: " << info.entries.size() << " remote buffers from "
                 << host_id;
-        std::lock_guard<std::mutex> lock(remote_mu_);
-        remote_buffers_[host_id] = std::move(info.entries);
         return Status::OK();
     }
 
@@ -218,8 +209,7 @@ class LibMpcommAdapter : public MpcommAdapter {
     void releaseTransfer(MpcommTransferHandle handle) override {
         if (!live() || handle == kInvalidMpcommTransferHandle) return;
         std::lock_guard<std::mutex> lock(deferred_mu_);
-        // A transfer still in flight cannot be released on the provider
-        // yet; keep it and give it back on a later call once it is done.
+        // One still in flight is released by a later call, once done.
         if (comm_->isTransferComplete(handle)) {
             comm_->releaseTransfer(handle);
         } else {
@@ -255,9 +245,7 @@ class LibMpcommAdapter : public MpcommAdapter {
         }
     }
 
-    // The Status of a provider call on [addr, addr + length): OK, or the
-    // provider's code with the call and its range, e.g.
-    // "registerMemory(0x7f00, 4096)".
+    // e.g. "MPComm registerMemory(0x7f00, 4096) failed, error=<rc>".
     static Status rangeCallResult(const char* operation, void* addr,
                                   size_t length, int rc) {
         if (rc == mpcomm::MPCOMM_SUCCESS) return Status::OK();
@@ -269,16 +257,11 @@ class LibMpcommAdapter : public MpcommAdapter {
     }
 
     std::unique_ptr<mpcomm::MPComm> comm_;
-    bool accepting_ = false;  // lifecycle calls are single-threaded
-    // Read by every call; written by shutdown() only.
-    std::atomic<bool> shut_down_{false};
+    bool accepting_ = false;              // lifecycle calls are single-threaded
+    std::atomic<bool> shut_down_{false};  // written by shutdown() only
 
     std::mutex deferred_mu_;
     std::vector<MpcommTransferHandle> deferred_;
-
-    std::mutex remote_mu_;
-    std::map<std::string, std::vector<mpcomm::RemoteBufferEntry>>
-        remote_buffers_;
 };
 
 }  // namespace
@@ -295,8 +278,7 @@ constexpr const char kNotCompiledIn[] =
     "MPComm support is not compiled in (built with USE_MPCOMM=OFF; rebuild "
     "with -DUSE_MPCOMM=ON -DMPCOMM_ROOT=<prefix>)";
 
-// Stands in for the provider in builds without libmpcomm: reports itself
-// unavailable and fails every call the same way.
+// Fails every call the same way.
 class UnavailableMpcommAdapter : public MpcommAdapter {
  public:
     bool available() const noexcept override { return false; }

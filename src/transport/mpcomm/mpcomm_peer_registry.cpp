@@ -1,6 +1,5 @@
-// The MPComm peer cache: single-flight handshakes on their own threads,
-// bounded waits, restart and re-registration by two compares; and the
-// endpoint attribute's parsers. The rules are in mpcomm_peer_registry.h.
+// The MPComm peer cache (rules in mpcomm_peer_registry.h) and the endpoint
+// attribute's parsers.
 #include "tent/transport/mpcomm/mpcomm_peer_registry.h"
 
 #include <glog/logging.h>
@@ -34,21 +33,15 @@ bool isHostChar(unsigned char c) {
 }  // namespace
 
 Status parseMpcommTcpPort(const std::string& text, int& port) {
-    if (text.empty()) {
-        return Status::InvalidArgument(
-            std::string("invalid MPComm TCP port '': ") + kPortRule);
-    }
     long value = 0;
+    bool digits = true;
     for (unsigned char c : text) {
-        if (!std::isdigit(c)) {
-            return Status::InvalidArgument("invalid MPComm TCP port '" + text +
-                                           "': " + kPortRule);
-        }
+        digits = std::isdigit(c);
+        if (!digits) break;
         value = value * 10 + (c - '0');
-        // Stop before overflow; anything this large is out of range.
-        if (value > 65535) break;
+        if (value > 65535) break;  // before it overflows
     }
-    if (value < 1 || value > 65535) {
+    if (!digits || value < 1 || value > 65535) {
         return Status::InvalidArgument("invalid MPComm TCP port '" + text +
                                        "': " + kPortRule);
     }
@@ -121,7 +114,7 @@ Status parseMpcommAdvertiseAddress(const std::string& text, std::string& host) {
 
 std::string buildMpcommEndpointAttr(const std::string& local_segment_name,
                                     int tcp_port) {
-    return kMpcommEndpointAttrPrefix + mpcommHostOf(local_segment_name) + ":" +
+    return "v1:" + mpcommHostOf(local_segment_name) + ":" +
            std::to_string(tcp_port);
 }
 
@@ -151,7 +144,7 @@ struct MpcommPeerFlight {
     size_t waiters = 0;
 };
 
-// Outlives the registry while flights run: each flight thread holds it.
+// Outlives the registry while flights run: each flight's thread holds it.
 struct MpcommPeerRegistry::Shared {
     struct Peer {
         MpcommPeerState state = MpcommPeerState::CONNECTING;
@@ -160,24 +153,21 @@ struct MpcommPeerRegistry::Shared {
         uint64_t incarnation = 0;
         bool connected = false;  // connect() succeeded for `incarnation`
         bool keys_valid = false;
-        uint64_t keys_epoch =
-            0;  // the registration epoch keys were fetched for
+        uint64_t keys_epoch = 0;  // the epoch the keys were fetched for
         std::shared_ptr<MpcommPeerFlight> flight;  // null when idle
-        // What readers see without `mu`; replaced when `incarnation` is.
+        // What readers see without `mu`; replaced with `incarnation`.
         std::shared_ptr<MpcommPeerLink> link;
-        // Shared::links_lowered.
-        std::atomic<uint64_t>* links_lowered = nullptr;
+        std::atomic<uint64_t>* links_lowered = nullptr;  // Shared's
 
-        // Mirrors the fields above into `link`; the caller holds `mu`.
+        // The methods below run under `mu`.
         void publish() {
             bool ready = connected && state == MpcommPeerState::READY &&
                          keys_valid && !flight;
             setReady(ready ? keys_epoch + 1 : 0);
         }
-        // The link will never be ready again; the caller holds `mu`.
         void retireLink() { setReady(0); }
-        // The count goes up after the link says less, so that a reader
-        // who read the count before checking the link sees either.
+        // The count goes up after the link says less, so a reader who read
+        // the count before checking the link sees one or the other.
         void setReady(uint64_t value) {
             uint64_t before =
                 link->ready_epoch.exchange(value, std::memory_order_acq_rel);
@@ -185,8 +175,7 @@ struct MpcommPeerRegistry::Shared {
                 links_lowered->fetch_add(1, std::memory_order_acq_rel);
             }
         }
-        // A new link for a new incarnation, so that holders of the old one
-        // never see the new incarnation's readiness.
+        // Holders of the old link never see the new incarnation ready.
         void relink() {
             retireLink();
             link = std::make_shared<MpcommPeerLink>(incarnation);
@@ -195,13 +184,11 @@ struct MpcommPeerRegistry::Shared {
     };
 
     std::shared_ptr<MpcommAdapter> adapter;
-    // See MpcommPeerRegistry::linksLowered().
     std::atomic<uint64_t> links_lowered{0};
     mutable std::mutex mu;
     std::condition_variable progress;  // a flight finished
     std::unordered_map<std::string, Peer> peers;
-    // Mooncake's ensure(): per host, the ranges seen so far and the
-    // registration epoch they stand for.
+    // Mooncake's ensure(): per host, the ranges seen and their epoch.
     struct SeenRanges {
         uint64_t epoch = 0;
         std::vector<MpcommBufferRange> covered;
@@ -209,11 +196,10 @@ struct MpcommPeerRegistry::Shared {
     std::unordered_map<std::string, SeenRanges> seen_ranges;
     std::list<std::shared_ptr<MpcommPeerFlight>> running;
     std::vector<std::function<void()>> when_idle;
-    // Deferred work taken out of when_idle and still running unlocked: the
-    // registry is not idle until it is done.
+    // Taken out of when_idle and still running unlocked.
     size_t idle_work_running = 0;
 
-    // Starts `flight` for `peer`; the caller holds `mu`.
+    // Under `mu`.
     void launch(const std::shared_ptr<Shared>& self, Peer& peer,
                 const std::shared_ptr<MpcommPeerFlight>& flight,
                 bool need_connect, uint64_t epoch);
@@ -241,14 +227,12 @@ void MpcommPeerRegistry::Shared::launch(
     std::string addr = peer.addr;
     int port = peer.port;
     try {
-        // Detached: a provider call may never return, and nobody may be
-        // made to wait for it beyond their own deadline.
+        // Detached: a provider call may never return.
         g_handshake_threads.fetch_add(1, std::memory_order_relaxed);
         std::thread([self = self, flight = flight, addr, port, need_connect,
                      epoch]() mutable {
             self->run(flight, addr, port, need_connect, epoch);
-            // The last reference may be this one, and the adapter's
-            // destructor may still log: release it before counting out.
+            // The adapter's destructor may still log: release first.
             self.reset();
             flight.reset();
             g_handshake_threads.fetch_sub(1, std::memory_order_release);
@@ -294,14 +278,14 @@ void MpcommPeerRegistry::Shared::run(
     {
         std::lock_guard<std::mutex> lock(mu);
         auto it = peers.find(host_id);
-        // The outcome belongs to the entry that started this flight, even
-        // when every waiter gave up; a drained or replaced entry is not it.
+        // Recorded even when every waiter gave up, but only in the entry
+        // that started this flight.
         if (it != peers.end() && it->second.flight == flight) {
             Peer& peer = it->second;
             peer.flight.reset();
             if (!connect_status.ok()) {
                 peer.retireLink();
-                peers.erase(it);  // never established: nothing to keep
+                peers.erase(it);  // never established
             } else if (!query_status.ok()) {
                 peer.connected = true;
                 peer.state = MpcommPeerState::CONNECTED_NO_KEYS;
@@ -342,6 +326,12 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
     const MpcommPeerView& view, Ticket& ticket, Status& error) {
     Shared& s = *shared_;
     std::lock_guard<std::mutex> lock(s.mu);
+    auto start = [&](Shared::Peer& peer, bool need_connect) {
+        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
+        s.launch(shared_, peer, ticket.flight_, need_connect,
+                 view.registration_epoch);
+        return Progress::kWaiting;
+    };
     if (ticket.flight_) {
         if (!ticket.flight_->done) return Progress::kWaiting;
         std::shared_ptr<MpcommPeerFlight> flight = std::move(ticket.flight_);
@@ -349,60 +339,53 @@ MpcommPeerRegistry::Progress MpcommPeerRegistry::poll(
             error = flight->result;
             return Progress::kFailed;
         }
-        // Succeeded: look again, the peer may have moved on meanwhile.
+        // Succeeded: look again, the peer may have moved on.
     }
     auto it = s.peers.find(view.host_id);
-    if (it == s.peers.end()) {
+    const bool known = it != s.peers.end();
+    if (known && it->second.flight) {
+        ticket.flight_ = it->second.flight;
+        return Progress::kWaiting;
+    }
+    if (!known || (view.incarnation != 0 && it->second.incarnation != 0 &&
+                   view.incarnation != it->second.incarnation)) {
         Shared::Peer& peer = s.peers[view.host_id];
+        if (known) {
+            LOG(INFO) << "MpcommTransport: segment " << view.host_id
+                      << " restarted (incarnation " << std::hex
+                      << peer.incarnation << " -> " << view.incarnation
+                      << std::dec << "); reconnecting to "
+                      << endpointOf(view.addr, view.port);
+        }
         peer.links_lowered = &s.links_lowered;
-        peer.addr = view.addr;
-        peer.port = view.port;
-        peer.incarnation = view.incarnation;
-        peer.link = std::make_shared<MpcommPeerLink>(view.incarnation);
-        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
-        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
-        return Progress::kWaiting;
-    }
-    Shared::Peer& peer = it->second;
-    if (peer.flight) {
-        ticket.flight_ = peer.flight;
-        return Progress::kWaiting;
-    }
-    if (view.incarnation != 0 && peer.incarnation != 0 &&
-        view.incarnation != peer.incarnation) {
-        LOG(INFO) << "MpcommTransport: segment " << view.host_id
-                  << " restarted (incarnation " << std::hex << peer.incarnation
-                  << " -> " << view.incarnation << std::dec
-                  << "); reconnecting to " << endpointOf(view.addr, view.port);
         peer.state = MpcommPeerState::CONNECTING;
         peer.addr = view.addr;
         peer.port = view.port;
         peer.incarnation = view.incarnation;
         peer.connected = false;
         peer.keys_valid = false;
-        peer.relink();
-        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
-        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
-        return Progress::kWaiting;
+        if (known) {
+            peer.relink();
+        } else {
+            peer.link = std::make_shared<MpcommPeerLink>(view.incarnation);
+        }
+        return start(peer, true);
     }
+    Shared::Peer& peer = it->second;
     if (peer.incarnation == 0 && view.incarnation != 0) {
         peer.incarnation = view.incarnation;
         peer.relink();
     }
     if (!peer.connected) {
         // Only when a handshake thread could not be started.
-        ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
-        s.launch(shared_, peer, ticket.flight_, true, view.registration_epoch);
-        return Progress::kWaiting;
+        return start(peer, true);
     }
     if (peer.state == MpcommPeerState::READY && peer.keys_valid &&
         view.registration_epoch <= peer.keys_epoch) {
         ticket.link_ = peer.link;
         return Progress::kReady;
     }
-    ticket.flight_ = std::make_shared<MpcommPeerFlight>(view.host_id);
-    s.launch(shared_, peer, ticket.flight_, false, view.registration_epoch);
-    return Progress::kWaiting;
+    return start(peer, false);
 }
 
 bool MpcommPeerRegistry::waitForAny(const std::vector<Ticket*>& tickets,
@@ -488,7 +471,6 @@ Status MpcommPeerRegistry::ensure(
             seen.covered.push_back(range);
             grew = true;
         }
-        // Monotonic: a caller that saw fewer ranges gets the same epoch.
         if (grew && !first) ++seen.epoch;
         view.registration_epoch = seen.epoch;
     }

@@ -1,6 +1,4 @@
-// SegmentID -> MPComm peer, the per-thread resolution cache, suspicion of
-// restarted peers, and pre-connect (the handshake started at
-// openSegment()). The rules are in mpcomm_peer_resolver.h.
+// SegmentID -> MPComm peer; the rules are in mpcomm_peer_resolver.h.
 #include "mpcomm_peer_resolver.h"
 
 #include <glog/logging.h>
@@ -11,9 +9,7 @@ void MpcommPeerResolver::bind(std::shared_ptr<ControlService> metadata,
                               int remote_tcp_port) {
     metadata_ = std::move(metadata);
     remote_tcp_port_ = remote_tcp_port;
-    // Process-wide, so that no thread's cached resolution from another
-    // transport, or from an earlier installation of this one (other
-    // settings, other segment manager), is taken for ours.
+    // Process-wide, so no thread takes another installation's entry.
     static std::atomic<uint64_t> next_owner{1};
     owner_ = next_owner.fetch_add(1);
 }
@@ -32,9 +28,7 @@ bool MpcommPeerResolver::takeSuspicion(SegmentID target) {
 
 namespace {
 
-// The entry's resolution when it still stands: a current lease means
-// entry.desc is what getRemoteCached() would hand out, and entry.peer was
-// read from it. Null otherwise.
+// The entry's resolution while its lease stands, else null.
 MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
                                 SegmentManager::CacheClock::time_point now) {
     if (entry.lease.current(now) && entry.peer &&
@@ -47,8 +41,8 @@ MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
 }  // namespace
 
 MpcommResolveScope MpcommPeerResolver::scope() {
-    // The thread_local's address costs a __tls_get_addr() call in a shared
-    // library: once per submission, not once per target.
+    // A thread_local's address costs a __tls_get_addr() call in a shared
+    // library: once per submission, not per target.
     thread_local MpcommResolveCache cache;
     MpcommResolveScope scope;
     scope.now = SegmentManager::cacheNow();
@@ -64,13 +58,10 @@ Status MpcommPeerResolver::resolve(
     std::vector<std::shared_ptr<MpcommResolvedPeer>>& retired) {
     SegmentManager& segments = metadata_->segmentManager();
     if (scope.suspicions && takeSuspicion(target)) {
-        // A failed transfer may mean a restarted peer: the cached descriptor
-        // would still show the old process.
         segments.invalidateRemote(target);
     }
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
     if (!entry.isFor(owner_, target)) {
-        // The caller may still point at the evicted resolution.
         if (entry.peer) retired.push_back(std::move(entry.peer));
         entry = MpcommResolveCacheEntry();
         entry.owner = owner_;
@@ -82,7 +73,7 @@ Status MpcommPeerResolver::resolve(
     Status found = segments.getRemoteCached(entry.desc, target, entry.lease);
     if (!found.ok() || !entry.desc) {
         entry.desc.reset();
-        // Unreachable now; keep suspecting so the next use reads afresh.
+        // Keep suspecting, so the next use reads afresh.
         if (target != LOCAL_SEGMENT_ID) suspect(target);
         peer = nullptr;
         return Status(
@@ -90,10 +81,8 @@ Status MpcommPeerResolver::resolve(
             "MpcommTransport: cannot read the descriptor of segment id " +
                 std::to_string(target) + ": " + std::string(found.message()));
     }
-    // The same descriptor object means the same content (descriptors are
-    // immutable snapshots, and the entry holds this one alive, so its
-    // address cannot be reused): a changed incarnation or registration
-    // epoch always arrives as a new descriptor.
+    // Descriptors are immutable snapshots: a changed incarnation or epoch
+    // always arrives as a new object.
     if (!entry.peer || entry.peer->desc != entry.desc) {
         auto fresh = std::make_shared<MpcommResolvedPeer>();
         readDescriptor(entry.desc, *fresh);
@@ -107,7 +96,6 @@ Status MpcommPeerResolver::resolve(
 
 const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
     SegmentID target, const MpcommResolveScope& scope) {
-    // A suspicion is taken by resolve(), never here.
     if (scope.suspicions) return nullptr;
     MpcommResolveCacheEntry& entry = scope.cache->entryFor(target);
     if (!entry.isFor(owner_, target)) return nullptr;
@@ -115,7 +103,6 @@ const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
     if (peer == nullptr || !peer->status.ok() || !peer->linkReady()) {
         return nullptr;
     }
-    // scope.links_lowered was read before linkReady() looked.
     entry.ready_peer = entry.peer.get();
     entry.ready_since = scope.links_lowered + 1;
     return peer;
@@ -163,8 +150,8 @@ void MpcommPeerResolver::readDescriptor(const SegmentDescRef& desc,
 }
 
 void MpcommPeerResolver::warmup(SegmentID handle) {
-    // Only peers that advertise an endpoint: the MPCOMM_REMOTE_TCP_PORT
-    // fallback guesses, and a guess is not worth a background handshake.
+    // Only peers that advertise an endpoint: MPCOMM_REMOTE_TCP_PORT is a
+    // guess, not worth a background handshake.
     SegmentDescRef desc;
     if (!metadata_->segmentManager().getRemoteCached(desc, handle).ok() ||
         !desc || desc->type != SegmentType::Memory ||
@@ -176,7 +163,6 @@ void MpcommPeerResolver::warmup(SegmentID handle) {
     if (!resolve(handle, scope(), peer, retired).ok()) return;
     MpcommPeerRegistry::Ticket place;
     Status ignored;
-    // Starts the handshake if one is due; nobody waits for it here.
     registry_.poll(peer->view, place, ignored);
 }
 

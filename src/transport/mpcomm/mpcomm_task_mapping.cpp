@@ -14,33 +14,10 @@ const char* opName(const Request& request) {
 
 }  // namespace
 
-MpcommSubBatch::MpcommSubBatch(size_t capacity, uint64_t generation)
-    : tasks(capacity),
-      generation(generation),
-      next_task(capacity, MpcommSubmitSlot::kNoTask) {}
-
 MpcommTask::MpcommTask(const MpcommTask& other) : request(other.request) {
-    status_word.store(other.status_word.load(std::memory_order_acquire),
-                      std::memory_order_relaxed);
-    transferred_bytes.store(
-        other.transferred_bytes.load(std::memory_order_relaxed),
-        std::memory_order_relaxed);
-    mpcomm_handle.store(other.mpcomm_handle.load(std::memory_order_acquire),
-                        std::memory_order_relaxed);
-}
-
-MpcommTask& MpcommTask::operator=(const MpcommTask& other) {
-    if (this == &other) return *this;
-    request = other.request;
-    transferred_bytes.store(
-        other.transferred_bytes.load(std::memory_order_relaxed),
-        std::memory_order_relaxed);
-    mpcomm_handle.store(other.mpcomm_handle.load(std::memory_order_acquire),
-                        std::memory_order_relaxed);
-    // Last, with release, as pollMpcommTask() stores it.
-    status_word.store(other.status_word.load(std::memory_order_acquire),
-                      std::memory_order_release);
-    return *this;
+    status_word.store(other.status_word.load());
+    transferred_bytes.store(other.transferred_bytes.load());
+    mpcomm_handle.store(other.mpcomm_handle.load());
 }
 
 std::string mpcommHexAddr(uint64_t addr) {
@@ -60,20 +37,12 @@ MpcommTransferHandle issueMpcommTransfer(MpcommAdapter& adapter,
     return adapter.getAsync(local, host_id, remote, request.length);
 }
 
-void logMpcommRefusal(const MpcommTask& task, const std::string& host_id) {
-    LOG(ERROR) << "MpcommTransport: MPComm refused a " << opName(task.request)
-               << " of " << task.request.length << " bytes to " << host_id
-               << " at " << mpcommHexAddr(task.request.target_offset);
-}
-
 bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
     if (task.status_word.load(std::memory_order_acquire) != PENDING) {
         return false;
     }
-    // Take the handle before asking about it: a handle is touched by one
-    // thread at a time, so no poller can ask about a handle that another
-    // has just released. A poller that finds none returns; the task is
-    // still PENDING from its point of view.
+    // Taken before it is asked about, so no poller asks about a handle
+    // another has just released.
     MpcommTransferHandle handle = task.mpcomm_handle.exchange(
         kInvalidMpcommTransferHandle, std::memory_order_acq_rel);
     if (handle == kInvalidMpcommTransferHandle) return false;
@@ -94,8 +63,7 @@ bool pollMpcommTask(MpcommAdapter& adapter, MpcommTask& task) {
         final_status = FAILED;
         transferred = outcome.bytes_transferred;
     } else if (outcome.bytes_transferred < task.request.length) {
-        // MPComm counts bytes posted, so a count at or above the length is
-        // a whole transfer; only a short one is not trusted.
+        // MPComm counts bytes posted: only a short count is not whole.
         LOG(WARNING) << "MpcommTransport: " << opName(task.request)
                      << " reported success after " << outcome.bytes_transferred
                      << " of " << task.request.length

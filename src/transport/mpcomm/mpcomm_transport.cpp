@@ -1,9 +1,5 @@
-// The MPComm transport's lifecycle: install() brings MPComm up and
-// advertises it, uninstall() takes it down within a bound; its environment
-// variables and configuration keys, each validated once by install() (an
-// error names the variable or key and the rejected value); the one place
-// that decides the capabilities; and the registration of local memory.
-// The data path is in mpcomm_transport_datapath.cpp.
+// The MPComm transport's lifecycle (install, bounded uninstall), settings,
+// capabilities and registration of local memory.
 #include "tent/transport/mpcomm/mpcomm_transport.h"
 
 #include <glog/logging.h>
@@ -25,7 +21,7 @@ namespace mooncake::tent {
 
 namespace {
 
-// Undoes the completed steps of install(), newest first, unless dismissed.
+// Undoes install()'s completed steps, newest first, unless dismissed.
 class UnwindOnFailure {
  public:
     UnwindOnFailure() = default;
@@ -59,8 +55,8 @@ Status readPortVariable(const char* name, int& port) {
     return Status::OK();
 }
 
-// A present key whose value is not an integer in [1, kMaxConnectTimeoutMs]
-// is an error; Config::get() alone would silently fall back to the default.
+// A present key that is not an integer in range is an error; Config::get()
+// alone would silently fall back to the default.
 Status readConnectTimeout(const Config& conf, int64_t& timeout_ms) {
     if (!conf.contains(kConnectTimeoutKey)) return Status::OK();
     constexpr int64_t kNotAnInteger = std::numeric_limits<int64_t>::min();
@@ -85,16 +81,13 @@ Status readConnectTimeout(const Config& conf, int64_t& timeout_ms) {
     return Status::OK();
 }
 
-// The transport's one device-memory decision: whether a buffer's location
-// names device memory of any kind (cuda, rocm, ...). LocationParser is the
-// runtime's one location rule here, and upstream's class of the same name
-// in Mooncake's tree (scripts/upstream_check.sh).
+// Device memory of any kind (cuda, rocm, ...), by the runtime's
+// LocationParser (upstream has the same class).
 bool isDeviceBuffer(const std::string& location) {
     const std::string type = LocationParser(location).type();
     return type != "cpu" && type != kWildcardLocation;
 }
 
-// The RDMA NICs of the topology as MPComm's comma-separated device list.
 std::string rdmaDeviceList(const Topology* topology) {
     std::string out;
     if (topology == nullptr) return out;
@@ -108,7 +101,6 @@ std::string rdmaDeviceList(const Topology* topology) {
 
 }  // namespace
 
-// --- settings --------------------------------------------------------------
 Status MpcommTransportEnv::fromEnvironment(MpcommTransportEnv& env) {
     MpcommTransportEnv parsed;
     CHECK_STATUS(readPortVariable("MPCOMM_TCP_PORT", parsed.tcp_port));
@@ -150,15 +142,13 @@ Status MpcommTransportSettings::fromConfig(const Config* conf,
             }
         }
     }
-    // The variable wins over the key, as the guide's variables do.
+    // The variable wins over the key.
     if (!env.advertise_address.empty()) {
         parsed.advertise_address = env.advertise_address;
     }
     settings = parsed;
     return Status::OK();
 }
-
-// --- lifecycle -----------------------------------------------------------
 
 MpcommTransport::MpcommTransport()
     : MpcommTransport(createDefaultMpcommAdapter()) {}
@@ -180,8 +170,7 @@ Capabilities MpcommTransport::probeCapabilities(const std::string& modules_path,
                      "transports/mpcomm/disable_gpu_direct_rdma";
         return caps;
     }
-    // GPU pages are pinned through nvidia-peermem; without it MPComm would
-    // register device pointers as host memory.
+    // MPComm pins GPU pages through nvidia-peermem and has no fallback.
     bool peermem = false;
     std::ifstream modules(modules_path);
     std::string line;
@@ -212,8 +201,7 @@ Status MpcommTransport::install(std::string& local_segment_name,
         return Status::InvalidArgument(
             "MpcommTransport: install() needs the engine's ControlService");
     }
-    // Validated before the provider is touched: a bad port must not reach
-    // MPComm as 0 or as a truncated number.
+    // Validated before the provider is touched.
     MpcommTransportEnv env;
     CHECK_STATUS(MpcommTransportEnv::fromEnvironment(env));
     MpcommTransportSettings settings;
@@ -226,8 +214,6 @@ Status MpcommTransport::install(std::string& local_segment_name,
         return Status::NotImplemented(adapter_->unavailableReason());
     }
     if (!registry_.idle()) {
-        // The provider is still inside a call that the last uninstall()
-        // abandoned; it cannot be re-initialised under it.
         return Status::InvalidArgument(
             "MpcommTransport: an MPComm handshake abandoned by the last "
             "uninstall() has not returned yet; MPComm cannot be "
@@ -246,7 +232,6 @@ Status MpcommTransport::install(std::string& local_segment_name,
     unwind.add([this] { adapter_->stopAcceptThread(); });
 
     const int tcp_port = adapter_->tcpPort();
-    // An advertise address (it has no ':') stands for the whole name.
     const std::string attr = buildMpcommEndpointAttr(
         settings.advertise_address.empty() ? host_id
                                            : settings.advertise_address,
@@ -261,7 +246,7 @@ Status MpcommTransport::install(std::string& local_segment_name,
     }
     metadata_ = metadata;
     unwind.add([this] {
-        withdrawEndpoint();
+        publishEndpoint("");
         metadata_.reset();
     });
     CHECK_STATUS(publishEndpoint(attr));
@@ -272,7 +257,6 @@ Status MpcommTransport::install(std::string& local_segment_name,
     local_name_ = host_id;
     resolver_->bind(metadata, env.remote_tcp_port);
     installed_ = true;
-    // Sub-batches allocated before now belong to an earlier installation.
     const uint64_t generation = generation_.fetch_add(1) + 1;
     unwind.dismiss();
     open_generation_.store(generation);
@@ -290,26 +274,23 @@ Status MpcommTransport::install(std::string& local_segment_name,
 Status MpcommTransport::uninstall() {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!installed_) return Status::OK();
-    // One bound for the whole teardown: callers waiting for a handshake
-    // and the handshakes themselves share it.
+    // One bound for the callers waiting for a handshake and the
+    // handshakes themselves.
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(connect_timeout_ms_);
-    // From here no caller enters the adapter, and those inside have left.
     closeGate();
     teardown(deadline);
     return Status::OK();
 }
 
 void MpcommTransport::teardown(std::chrono::steady_clock::time_point deadline) {
-    Status st = withdrawEndpoint();
+    Status st = publishEndpoint("");
     if (!st.ok()) {
         LOG(WARNING) << "MpcommTransport: could not withdraw the MPComm "
                         "endpoint of "
                      << local_name_ << ": " << st;
     }
     releaseAllBuffers();
-    // Handshakes run on their own threads; they get what is left of the
-    // bound uninstall() started with.
     std::vector<std::string> stuck = registry_.drain(deadline);
     std::shared_ptr<MpcommAdapter> adapter = adapter_;
     auto shut_down = [adapter] {
@@ -346,11 +327,7 @@ void MpcommTransport::closeGate() {
     drained_.wait(lock, [this] { return active_calls_.load() == 0; });
 }
 
-// --- local memory ------------------------------------------------------------
-
-// Device memory goes to the provider (which pins it through
-// nvidia-peermem) only while the transport declares GPU support; otherwise
-// a device pointer would be registered as host memory.
+// Without GPU support a device pointer would be registered as host memory.
 Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
     if (!isDeviceBuffer(desc.location) || caps.gpu_to_gpu) {
         return Status::OK();
@@ -361,9 +338,7 @@ Status MpcommTransport::checkDeviceSupport(const BufferDesc& desc) const {
         "transports/mpcomm/disable_gpu_direct_rdma is true)");
 }
 
-// Registers and publishes `desc` once (a second add of the same address
-// only tags it) and adds MPCOMM to desc.transports. Refused while the
-// transport is not installed.
+// Registers and publishes an address once; a second add only tags it.
 Status MpcommTransport::addMemoryBuffer(BufferDesc& desc,
                                         const MemoryOptions& options) {
     CHECK_STATUS(checkDeviceSupport(desc));
@@ -408,8 +383,6 @@ Status MpcommTransport::addMemoryBuffer(std::vector<BufferDesc>& desc_list,
     return Status::OK();
 }
 
-// Drops MPCOMM from desc.transports; unpublishes and unregisters the
-// address if this transport registered it.
 Status MpcommTransport::removeMemoryBuffer(BufferDesc& desc) {
     auto& types = desc.transports;
     types.erase(std::remove(types.begin(), types.end(), MPCOMM), types.end());
@@ -437,25 +410,21 @@ void MpcommTransport::releaseAllBuffers() {
 void MpcommTransport::warmupSegment(SegmentID handle) {
     if (enterCall() == 0) return;
     CallTicket ticket{this};
-    // Read inside the gate: install() writes the settings while it is shut.
     if (!preconnect_) return;
     resolver_->warmup(handle);
 }
 
+// Publishes `attr` as this segment's MPComm endpoint; "" withdraws it.
 Status MpcommTransport::publishEndpoint(const std::string& attr) {
-    SegmentManager& segments = metadata_->segmentManager();
-    CHECK_STATUS(segments.updateLocal([&attr](SegmentDesc& desc) {
-        std::get<MemorySegmentDesc>(desc.detail).transport_attrs[MPCOMM] = attr;
-        return Status::OK();
-    }));
-    return segments.synchronizeLocal();
-}
-
-Status MpcommTransport::withdrawEndpoint() {
     if (!metadata_) return Status::OK();
     SegmentManager& segments = metadata_->segmentManager();
-    CHECK_STATUS(segments.updateLocal([](SegmentDesc& desc) {
-        std::get<MemorySegmentDesc>(desc.detail).transport_attrs.erase(MPCOMM);
+    CHECK_STATUS(segments.updateLocal([&attr](SegmentDesc& desc) {
+        auto& attrs = std::get<MemorySegmentDesc>(desc.detail).transport_attrs;
+        if (attr.empty()) {
+            attrs.erase(MPCOMM);
+        } else {
+            attrs[MPCOMM] = attr;
+        }
         return Status::OK();
     }));
     return segments.synchronizeLocal();

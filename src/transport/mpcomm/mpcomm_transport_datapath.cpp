@@ -1,17 +1,18 @@
-// The MPComm transport's data path: sub-batches of one MPComm transfer per
-// request, polled lazily. A request to a peer this thread has already
-// resolved and found ready is posted as it is read. From the first request
-// that is not, a submission resolves each distinct target once, starts
-// every handshake it needs at once, and waits for them together, at most
-// connect_timeout_ms: a peer that does not answer fails only its own tasks,
-// and the others' tasks are issued as soon as their peers are ready. Every
-// request reaches the adapter from submitTransferTasks() itself, through
-// issueMpcommTransfer().
+// The MPComm transport's data path: one MPComm transfer per request,
+// polled lazily. A request to a peer this thread found ready is posted as it
+// is read; from the first one that is not, the submission resolves each
+// distinct target once, starts every handshake it needs at once and waits
+// for them together, at most connect_timeout_ms, so that a silent peer
+// fails only its own tasks.
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <type_traits>
 #include <typeinfo>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -21,12 +22,61 @@
 namespace mooncake::tent {
 
 namespace {
+constexpr size_t kNoTask = static_cast<size_t>(-1);
+}  // namespace
 
-constexpr size_t kNoTask = MpcommSubmitSlot::kNoTask;
+// The tasks of one submission bound for one target. Trivially
+// destructible, so a submission to many targets pays nothing per slot.
+struct MpcommSubmitSlot {
+    static constexpr uint32_t kNoError = UINT32_MAX;
+    SegmentID target = LOCAL_SEGMENT_ID;
+    // Not owned: this thread's resolution cache holds it, or the
+    // sub-batch's `retired` once a later target evicted it. Null when the
+    // segment could not be resolved.
+    MpcommResolvedPeer* peer = nullptr;
+    uint32_t error = kNoError;  // index into MpcommSubBatch::slot_errors
+    bool settled = false;       // its peer is ready or its error known
+    bool issued = false;
+    // The slot's tasks in submission order, chained through next_task.
+    size_t first = kNoTask;
+    size_t last = kNoTask;
 
-// The sub-batch behind `batch` when this transport allocated it. An exact
-// type check (the class is final) instead of dynamic_cast, which walks the
-// class hierarchy on every request.
+    bool ok() const { return error == kNoError; }
+};
+static_assert(std::is_trivially_destructible_v<MpcommSubmitSlot>);
+
+// Tasks are appended under submit_mu and published to pollers by `count`.
+// Final: the transport recognises its sub-batches by exact type.
+struct MpcommSubBatch final : Transport::SubBatch {
+    MpcommSubBatch(size_t capacity, uint64_t generation)
+        : tasks(capacity),
+          generation(generation),
+          next_task(capacity, kNoTask) {}
+    size_t size() const override {
+        return count.load(std::memory_order_acquire);
+    }
+    size_t capacity() const { return tasks.size(); }
+
+    std::vector<MpcommTask> tasks;
+    std::atomic<size_t> count{0};
+    std::mutex submit_mu;
+    // The installation its handles belong to.
+    uint64_t generation;
+
+    // Scratch of a submission, under submit_mu; empty between submissions
+    // but keeping its memory.
+    std::vector<MpcommSubmitSlot> slots;
+    std::vector<std::shared_ptr<MpcommResolvedPeer>> retired;
+    std::vector<Status> slot_errors;
+    std::vector<MpcommPeerRegistry::Ticket> tickets;
+    std::vector<size_t> next_task;
+    std::unordered_map<SegmentID, size_t> slot_of;  // target -> slot
+};
+
+namespace {
+
+// An exact type check (the class is final): dynamic_cast walks the
+// hierarchy on every request.
 MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
     if (batch == nullptr || typeid(*batch) != typeid(MpcommSubBatch)) {
         return nullptr;
@@ -34,27 +84,10 @@ MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
     return static_cast<MpcommSubBatch*>(batch);
 }
 
-size_t hashSlotCount(size_t capacity) {
-    size_t n = 8;
-    while (n < 2 * capacity) n <<= 1;
-    return n;
-}
-
-// Where `target` starts its probe in a table of `mask + 1` entries.
-size_t hashOf(SegmentID target, size_t mask) {
-    return static_cast<size_t>(
-               static_cast<uint64_t>(target) * 0x9e3779b97f4a7c15ull >> 32) &
-           mask;
-}
-
 // Sub-batches this thread freed, kept for its next allocations of the same
-// capacity: a batch of one request otherwise pays three allocations and
-// three frees (the object, its tasks, its task chain), a third of what the
-// transport spends on it. Per thread, so keeping and taking share nothing;
-// bounded in count and in capacity, so a thread keeps at most
-// kPooledSubBatches x kMaxPooledCapacity tasks (under 400 KiB) after its
-// largest batches are gone. A sub-batch holds nothing of the transport
-// that freed it, so any installation of any MpcommTransport may take it.
+// capacity (a batch of one request otherwise pays three allocations and
+// three frees, a third of its cost). At most kPooledSubBatches of at most
+// kMaxPooledCapacity tasks (under 400 KiB) per thread.
 constexpr size_t kPooledSubBatches = 4;
 constexpr size_t kMaxPooledCapacity = 1024;
 
@@ -62,7 +95,6 @@ struct SubBatchPool {
     std::unique_ptr<MpcommSubBatch> kept[kPooledSubBatches];
     size_t size = 0;
 
-    // Oldest first; the newest of the capacity is taken.
     MpcommSubBatch* take(size_t capacity) {
         for (size_t i = size; i-- > 0;) {
             if (kept[i]->capacity() == capacity) return removeAt(i).release();
@@ -70,8 +102,7 @@ struct SubBatchPool {
         return nullptr;
     }
 
-    // The newest is the likeliest to be asked for again: a full pool lets
-    // its oldest go to keep it.
+    // A full pool lets its oldest go.
     bool keep(MpcommSubBatch* sub) {
         if (sub->capacity() > kMaxPooledCapacity) return false;
         if (size == kPooledSubBatches) removeAt(0);
@@ -92,11 +123,29 @@ SubBatchPool& subBatchPool() {
     return pool;
 }
 
-// Makes `slot`'s tasks fail with `why` when it is issued.
 void failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot, Status why) {
     slot.error = static_cast<uint32_t>(sub.slot_errors.size());
     slot.settled = true;
     sub.slot_errors.push_back(std::move(why));
+}
+
+[[gnu::cold, gnu::noinline]] void logRefusal(const MpcommTask& task,
+                                             const std::string& host_id) {
+    LOG(ERROR) << "MpcommTransport: MPComm refused a "
+               << (task.request.opcode == Request::WRITE ? "WRITE" : "READ")
+               << " of " << task.request.length << " bytes to " << host_id
+               << " at " << mpcommHexAddr(task.request.target_offset);
+}
+
+// What issueMpcommTransfer() returned for `task`: PENDING with its handle,
+// or FAILED when MPComm refused it.
+inline void recordIssue(MpcommTask& task, MpcommTransferHandle handle,
+                        const std::string& host_id) {
+    if (handle == kInvalidMpcommTransferHandle) logRefusal(task, host_id);
+    task.mpcomm_handle.store(handle, std::memory_order_relaxed);
+    task.status_word.store(
+        handle == kInvalidMpcommTransferHandle ? FAILED : PENDING,
+        std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -104,7 +153,8 @@ void failSlot(MpcommSubBatch& sub, MpcommSubmitSlot& slot, Status why) {
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     MpcommSubBatch* sub = subBatchPool().take(max_size);
     if (sub != nullptr) {
-        sub->reuse(generation_.load());
+        sub->count.store(0, std::memory_order_relaxed);
+        sub->generation = generation_.load();
     } else {
         sub = new MpcommSubBatch(max_size, generation_.load());
     }
@@ -118,9 +168,8 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
         return Status::InvalidArgument(
             "MpcommTransport: freeSubBatch got a null or foreign sub-batch");
     }
-    // A finished task gave its handle up already, so a sub-batch whose
-    // tasks are all done needs neither the adapter nor the gate: a load
-    // per task finds the first one still holding a handle, if any.
+    // Finished tasks gave their handles up: a sub-batch of finished tasks
+    // needs neither the adapter nor the gate.
     const size_t count = sub->size();
     size_t held = 0;
     while (held < count &&
@@ -132,8 +181,7 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     if (open != 0) {
         CallTicket ticket{this};
         if (sub->generation == open) {
-            // Transfers still in flight are released here; the adapter
-            // defers the provider release until each one is done.
+            // The adapter defers the release of a transfer still running.
             for (size_t i = held; i < count; ++i) {
                 std::atomic<MpcommTransferHandle>& slot =
                     sub->tasks[i].mpcomm_handle;
@@ -154,48 +202,16 @@ Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     return Status::OK();
 }
 
-// The slot of `target` in this submission, made (and its peer resolved)
-// on first sight. A scan while the submission has named few targets; past
-// kLinearSlots, a hash, so that a batch over many peers stays linear.
+// The slot of `target`, made (and its peer resolved) on first sight.
 size_t MpcommTransport::slotFor(MpcommSubBatch& sub, SegmentID target,
                                 const MpcommResolveScope& scope) {
-    std::vector<MpcommSubmitSlot>& slots = sub.slots;
-    if (!sub.hashed) {
-        for (size_t i = 0; i < slots.size(); ++i) {
-            if (slots[i].target == target) return i;
-        }
-        if (slots.size() == MpcommSubBatch::kLinearSlots) {
-            // Many targets: index the slots so far, and hash from now on.
-            if (sub.slot_index.empty()) {
-                sub.slot_index.assign(hashSlotCount(sub.capacity()), -1);
-            }
-            sub.hashed = true;
-            for (size_t i = 0; i < slots.size(); ++i) {
-                const size_t mask = sub.slot_index.size() - 1;
-                size_t pos = hashOf(slots[i].target, mask);
-                while (sub.slot_index[pos] >= 0) pos = (pos + 1) & mask;
-                sub.slot_index[pos] = static_cast<int32_t>(i);
-                slots[i].hash_pos = pos;
-            }
-        }
-    }
-    size_t pos = 0;
-    if (sub.hashed) {
-        const size_t mask = sub.slot_index.size() - 1;
-        for (pos = hashOf(target, mask);; pos = (pos + 1) & mask) {
-            int32_t index = sub.slot_index[pos];
-            if (index < 0) break;
-            if (slots[index].target == target) return index;
-        }
-        sub.slot_index[pos] = static_cast<int32_t>(slots.size());
-    }
-    size_t index = slots.size();
-    MpcommSubmitSlot& slot = slots.emplace_back();
+    auto [it, fresh] = sub.slot_of.try_emplace(target, sub.slots.size());
+    if (!fresh) return it->second;
+    MpcommSubmitSlot& slot = sub.slots.emplace_back();
     slot.target = target;
-    slot.hash_pos = pos;
     Status resolved = resolver_->resolve(target, scope, slot.peer, sub.retired);
     if (!resolved.ok()) failSlot(sub, slot, std::move(resolved));
-    return index;
+    return it->second;
 }
 
 Status MpcommTransport::submitTransferTasks(
@@ -206,8 +222,6 @@ Status MpcommTransport::submitTransferTasks(
             "MpcommTransport: submitTransferTasks got a null or foreign "
             "sub-batch");
     }
-    // The one liveness check: the installation open now, if any, is the
-    // one this sub-batch was allocated for.
     const uint64_t open = enterCall();
     if (open == 0) {
         return Status::InvalidArgument(
@@ -229,18 +243,13 @@ Status MpcommTransport::submitTransferTasks(
             " more requested");
     }
 
-    // A request whose peer this thread has resolved and found ready is
-    // issued at once. Any other (unresolved, failed, not ready, suspected)
-    // starts the slot path, which groups tasks by target: one resolution
-    // and one readiness check per distinct target, each slot's tasks
-    // chained in submission order. From the first slot on, every later
-    // request takes the slot path too, so that a target's tasks are
-    // issued in submission order.
+    // A request whose peer this thread found ready is issued at once. Any
+    // other starts the slot path (one resolution and readiness check per
+    // target), which every later request then takes too, so that a
+    // target's tasks are issued in submission order.
     std::vector<MpcommSubmitSlot>& slots = sub->slots;
-    // One clock read, cache look-up and suspicion check for every target.
     const MpcommResolveScope scope = resolver_->scope();
     size_t last_slot = kNoTask;
-    // The last target the fast path resolved, and its peer (null: none).
     SegmentID ready_target = LOCAL_SEGMENT_ID;
     const MpcommResolvedPeer* ready_peer = nullptr;
     for (size_t i = 0; i < request_list.size(); ++i) {
@@ -262,25 +271,14 @@ Status MpcommTransport::submitTransferTasks(
             }
             if (ready_peer != nullptr) {
                 const std::string& host = ready_peer->view.host_id;
-                recordMpcommIssue(
-                    task, issueMpcommTransfer(*adapter_, task.request, host),
-                    host);
+                recordIssue(task,
+                            issueMpcommTransfer(*adapter_, task.request, host),
+                            host);
                 continue;
-            }
-            if (slots.capacity() == 0) {
-                // Once per sub-batch; most submissions name few targets.
-                slots.reserve(std::min<size_t>(request_list.size() - i,
-                                               MpcommSubBatch::kLinearSlots));
             }
         }
         size_t s = last_slot;
         if (s == kNoTask || slots[s].target != target) {
-            // At most one new slot per request left: growing to that
-            // bound at once costs one reallocation where doubling from
-            // kLinearSlots took three for a batch of 64 targets.
-            if (slots.size() == slots.capacity()) {
-                slots.reserve(slots.size() + (request_list.size() - i));
-            }
             s = slotFor(*sub, target, scope);
         }
         MpcommSubmitSlot& slot = slots[s];
@@ -294,13 +292,11 @@ Status MpcommTransport::submitTransferTasks(
         last_slot = s;
     }
 
-    // A peer whose link says ready is what poll() would answer kReady for,
-    // without the registry's lock.
     for (MpcommSubmitSlot& slot : slots) {
         if (slot.ok() && slot.peer->linkReady()) slot.settled = true;
     }
-    // Issues every settled slot, then waits for the others, one round at
-    // a time, so that a slot is issued as soon as its peer is ready.
+    // Issues every settled slot, then waits for the others a round at a
+    // time, so that a slot is issued as soon as its peer is ready.
     bool deadline_set = false;
     MpcommPeerRegistry::Clock::time_point deadline;
     for (;;) {
@@ -320,9 +316,9 @@ Status MpcommTransport::submitTransferTasks(
                     continue;
                 }
                 const std::string& host = slot.peer->view.host_id;
-                recordMpcommIssue(
-                    task, issueMpcommTransfer(*adapter_, task.request, host),
-                    host);
+                recordIssue(task,
+                            issueMpcommTransfer(*adapter_, task.request, host),
+                            host);
             }
             if (!slot.ok())
                 LOG(ERROR) << sub->slot_errors[slot.error].message();
@@ -336,29 +332,19 @@ Status MpcommTransport::submitTransferTasks(
         settleSome(*sub, deadline);
     }
 
-    // Leaves the scratch empty for the next submission; the slots' memory
-    // stays.
-    if (sub->hashed) {
-        for (const MpcommSubmitSlot& slot : slots) {
-            sub->slot_index[slot.hash_pos] = -1;
-        }
-        sub->hashed = false;
-    }
     slots.clear();
+    // clear() zeroes the buckets even when empty; the fast path skips it.
+    if (!sub->slot_of.empty()) sub->slot_of.clear();
     sub->slot_errors.clear();
     sub->tickets.clear();
-    // No slot points at an evicted resolution any more.
     sub->retired.clear();
-    // Publishes the filled tasks to pollers.
     sub->count.store(used + request_list.size(), std::memory_order_release);
     return Status::OK();
 }
 
-// Settles what the registry can say now about the slots still waiting for
-// their peers; when it can say nothing new, waits for any of their
-// handshakes, until `deadline`. A handshake that failed or ran out of time
-// fails the slot's tasks, naming the segment; it goes on and records its
-// outcome, only these tasks stop waiting for it.
+// Settles what the registry can say now about the waiting slots; when
+// nothing, waits for any of their handshakes until `deadline`, then fails
+// the slots still waiting (their handshakes go on and record the outcome).
 void MpcommTransport::settleSome(
     MpcommSubBatch& sub, MpcommPeerRegistry::Clock::time_point deadline) {
     auto fail = [&sub](MpcommSubmitSlot& slot, const Status& cause) {
@@ -367,8 +353,7 @@ void MpcommTransport::settleSome(
                                           slot.peer->view.host_id + ": " +
                                           std::string(cause.message())));
     };
-    // One ticket per slot, by index; sized once per submission, so
-    // `waiting` may point into it.
+    // Sized once per submission, so `waiting` may point into it.
     sub.tickets.resize(sub.slots.size());
     std::vector<MpcommPeerRegistry::Ticket*> waiting;
     bool settled_any = false;
@@ -379,7 +364,6 @@ void MpcommTransport::settleSome(
         Status error;
         switch (registry_.poll(slot.peer->view, ticket, error)) {
             case MpcommPeerRegistry::Progress::kReady:
-                // Later requests to this peer skip poll().
                 slot.peer->link = ticket.link();
                 slot.settled = settled_any = true;
                 break;
@@ -416,8 +400,7 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        std::to_string(sub->size()) + " tasks)");
     }
     MpcommTask& task = sub->tasks[task_id];
-    // A final status never changes again, and nothing the gate guards is
-    // needed to read it: no gate traffic for a task already done.
+    // A final status needs no gate.
     TransferStatusEnum done = task.status_word.load(std::memory_order_acquire);
     if (done != PENDING) {
         status.s = done;

@@ -1,68 +1,52 @@
 // MpcommAdapter: the one boundary between TENT and the MPComm provider.
-//
-// Everything the MPComm transport asks of libmpcomm goes through this
-// interface, so that only src/transport/mpcomm/mpcomm_adapter.cpp includes
-// mpcomm.h and every other unit (peer registry, task mapping, transport,
-// tests) builds without the provider. Tests substitute a mock here.
+// Only src/transport/mpcomm/mpcomm_adapter.cpp includes mpcomm.h; every
+// other unit and test builds without the provider, and tests substitute a
+// mock here.
 //
 // RULES OF THE CONTRACT
 //
-// Types. Nothing from mpcomm.h crosses this interface. A transfer is named
-// by an MpcommTransferHandle (a uint64_t; kInvalidMpcommTransferHandle, 0,
-// means "not issued"). A finished transfer is described by an
-// MpcommTransferOutcome that keeps MPComm's own status code next to the
-// portable verdict, so that logs can quote the provider.
+// Types. Nothing from mpcomm.h crosses this interface. A transfer is an
+// MpcommTransferHandle (kInvalidMpcommTransferHandle, 0, means "not
+// issued"); a finished one an MpcommTransferOutcome, which keeps MPComm's
+// own status code next to the portable verdict.
 //
-// Errors. A call that fails returns a Status whose message names the
-// operation and its arguments and ends with ", error=<native code>", built
-// with mpcommProviderError(); mpcommNativeStatusOf() reads the code back.
-// That suffix is how layers above the adapter (which must not know MPComm's
-// codes) still report the provider's number. Failures that did not come
-// from the provider (not compiled in, not initialised, shut down) carry no
-// suffix.
+// Errors. A provider failure is a Status naming the operation and its
+// arguments and ending ", error=<native code>" (mpcommProviderError();
+// mpcommNativeStatusOf() reads the code back). Failures not from the
+// provider (not compiled in, not initialised, shut down) carry no suffix.
 //
 // Threads.
 //  - Lifecycle calls (init, startAcceptThread, stopAcceptThread, shutdown)
-//    are made by one thread at a time and never concurrently with any other
-//    call. The transport guarantees this by draining its callers before
-//    shutdown().
-//  - Every other call is thread-safe and may run concurrently with any call
-//    but a lifecycle one.
-//  - connect() and queryRemoteBuffer() for one host id are never called
-//    concurrently by the transport (the peer registry is single-flight per
-//    host id), and connect() is never repeated for a host id that is
-//    connected: a second connect() replaces MPComm's connection record,
-//    dropping its keys and leaking its queue pairs.
+//    come from one thread at a time, never concurrently with any other
+//    call (the transport drains its callers before shutdown()).
+//  - Every other call is thread-safe.
+//  - connect() and queryRemoteBuffer() for one host id are never
+//    concurrent, and connect() is never repeated for a connected host id:
+//    it would replace MPComm's record, dropping its keys and leaking its
+//    queue pairs.
 //  - available() may be called anytime; tcpPort() once init() returned.
 //
 // Handles.
 //  - putAsync()/getAsync() return kInvalidMpcommTransferHandle when the
 //    transfer could not be posted; nothing needs releasing then.
-//  - getTransferResult() is called only after isTransferComplete() returned
-//    true for that handle.
-//  - releaseTransfer() is called exactly once per valid handle; the handle
-//    is not used afterwards. It also accepts a transfer that has not
-//    completed yet (a sub-batch freed with work in flight): the adapter then
-//    releases it on the provider once the provider is done with it.
-//  - releaseTransfer(kInvalidMpcommTransferHandle) is a no-op.
+//  - getTransferResult() only after isTransferComplete() returned true.
+//  - releaseTransfer() exactly once per valid handle, which is dead after
+//    it; a transfer not yet complete is released by the adapter once the
+//    provider is done with it. Releasing the invalid handle is a no-op.
 //
 // Re-initialisation. init() on an initialised adapter fails with
 // InvalidArgument "MPComm init called twice for host <host_id>" and
 // changes nothing. init() after shutdown() starts a fresh provider
-// instance, so install -> uninstall -> install works; handles of the old
-// instance stay dead.
+// instance; handles of the old one stay dead.
 //
 // Idempotency and teardown.
-//  - unregisterMemory() and unpublishBuffer() on an address that is not
-//    registered / published are no-ops.
-//  - stopAcceptThread() and shutdown() may be called repeatedly, before
-//    init(), and after a failed init(); extra calls are no-ops.
-//  - shutdown() quiesces the provider and takes ownership of every transfer
-//    still outstanding: handles issued before shutdown() must not be passed
-//    to the adapter afterwards (the transport marks such tasks FAILED
-//    without touching the adapter). After shutdown() every call that
-//    returns a Status fails, putAsync()/getAsync() return the invalid
-//    handle, and the void calls do nothing.
+//  - unregisterMemory()/unpublishBuffer() of an unknown address, and
+//    repeated stopAcceptThread()/shutdown() (also before init() or after
+//    a failed one), are no-ops.
+//  - shutdown() takes ownership of every transfer still outstanding: its
+//    handles are never passed to the adapter again. After shutdown() every
+//    Status call fails, putAsync()/getAsync() return the invalid handle,
+//    and the void calls do nothing.
 #pragma once
 
 #include <cstddef>
@@ -77,10 +61,8 @@ namespace mooncake::tent {
 using MpcommTransferHandle = uint64_t;
 constexpr MpcommTransferHandle kInvalidMpcommTransferHandle = 0;
 
-// What MPComm reported for a finished transfer. `ok` is MPComm's verdict
-// (native_status == success); bytes_transferred counts bytes posted, which
-// equals the request length on success. native_status is MPComm's own code,
-// kept for logs.
+// `ok`: native_status is MPComm's success; bytes_transferred counts bytes
+// posted (the request length on success).
 struct MpcommTransferOutcome {
     bool ok = false;
     size_t bytes_transferred = 0;
@@ -91,10 +73,9 @@ class MpcommAdapter {
  public:
     virtual ~MpcommAdapter() = default;
 
-    // False when the provider is not compiled in (the stub); install()
-    // then fails with unavailableReason() and touches nothing else.
+    // False for the stub (not compiled in); install() then fails with
+    // unavailableReason() and touches nothing else.
     virtual bool available() const noexcept = 0;
-    // Why available() is false, for the engine's "skipped" log line.
     virtual std::string unavailableReason() const {
         return "the MPComm adapter reports itself unavailable";
     }
@@ -119,14 +100,14 @@ class MpcommAdapter {
     // Handshake with the peer's listener; see the thread rules above.
     virtual Status connect(const std::string& host_id,
                            const std::string& tcp_addr, int tcp_port) = 0;
-    // Fetches the keys of every buffer the peer publishes now; the adapter
-    // keeps them, callers only learn whether that worked.
+    // Fetches the keys of every buffer the peer publishes now; MPComm
+    // keeps them.
     virtual Status queryRemoteBuffer(const std::string& host_id,
                                      const std::string& tcp_addr,
                                      int tcp_port) = 0;
 
-    // One-sided WRITE (put) / READ (get) of `length` bytes between local
-    // memory and the peer's `remote_addr`.
+    // One-sided WRITE (put) / READ (get) to or from the peer's
+    // `remote_addr`.
     virtual MpcommTransferHandle putAsync(uintptr_t local_addr,
                                           const std::string& host_id,
                                           uintptr_t remote_addr,
@@ -146,11 +127,10 @@ class MpcommAdapter {
 // stub (available() false; every Status call fails naming the build option).
 std::shared_ptr<MpcommAdapter> createDefaultMpcommAdapter();
 
-// "MPComm <operation> failed, error=<native_status>" as an RdmaError (the
-// provider is an RDMA library; upstream TENT reports verbs failures so).
+// "MPComm <operation> failed, error=<native_status>" as an RdmaError, as
+// upstream TENT reports verbs failures; mpcommNativeStatusOf() reads the
+// code back (false when there is none).
 Status mpcommProviderError(const std::string& operation, int native_status);
-// Reads the native code from a Status built by mpcommProviderError();
-// false when the Status carries none.
 bool mpcommNativeStatusOf(const Status& status, int& native_status);
 
 }  // namespace mooncake::tent

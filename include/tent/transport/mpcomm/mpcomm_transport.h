@@ -1,32 +1,21 @@
-// MpcommTransport: TENT's transport over MPComm (registered as MPCOMM,
-// config name "mpcomm").
-//
-// Everything here that needs the TENT runtime: publishing this process's
-// MPComm endpoint in the segment descriptor, resolving a SegmentID to a
-// peer and its endpoint, registering local memory, driving sub-batches,
-// and the capabilities. The provider is reached only through
-// MpcommAdapter; the second constructor takes one, which is how tests
-// substitute a mock.
-//
-// The unit is three files: mpcomm_transport.cpp (install/uninstall,
-// settings, registration, capabilities, teardown),
-// mpcomm_transport_datapath.cpp (sub-batches: submit, poll, free) and the
-// private mpcomm_peer_resolver.{h,cpp} (SegmentID -> peer, restart
-// suspicion, pre-connect), all in src/transport/mpcomm/.
+// MpcommTransport: TENT's transport over MPComm (config name "mpcomm").
+// It publishes this process's MPComm endpoint in the segment descriptor,
+// resolves a SegmentID to a peer, registers local memory and drives
+// sub-batches; the provider is reached only through MpcommAdapter (the
+// second constructor takes one, which is how tests substitute a mock).
+// mpcomm_transport.cpp holds the lifecycle and registration,
+// mpcomm_transport_datapath.cpp the sub-batches, the private
+// mpcomm_peer_resolver.{h,cpp} SegmentID -> peer.
 //
 // Liveness: a data-path call enters the call gate, which hands back the
-// generation of the installation now open (0 when none); comparing it with
-// the sub-batch's is the one check of whether its handles still mean
-// anything to the adapter.
+// generation of the installation now open (0 when none); a sub-batch's
+// handles mean something to the adapter only while it is its own.
 //
-// Teardown: uninstall() lets the callers inside the adapter leave (each
-// waits at most connect_timeout_ms for a handshake), then waits for the
-// handshakes still running on their own threads; both within one
-// connect_timeout_ms from the call.
-// One that does not return is abandoned with a WARNING naming it; the
-// provider is then shut down by that handshake's thread when it returns,
-// and install() refuses until it has. Tasks still PENDING read FAILED, and
-// their handles are never passed to the adapter again.
+// Teardown: uninstall() waits for the callers inside the adapter to leave,
+// then for the handshakes still running, within one connect_timeout_ms. One
+// that does not return is abandoned with a WARNING; its thread shuts the
+// provider down when it returns, and install() refuses until then. Tasks
+// still PENDING read FAILED.
 #pragma once
 
 #include <atomic>
@@ -49,8 +38,10 @@ namespace mooncake::tent {
 
 class MpcommPeerResolver;
 struct MpcommResolveScope;
+struct MpcommSubBatch;
 
-// Environment of the transport, read and validated once by install().
+// Environment and configuration keys, read and validated once by
+// install(); an error names the variable or key and its value.
 struct MpcommTransportEnv {
     static constexpr int kDefaultTcpPort = 13579;
     int tcp_port = kDefaultTcpPort;  // MPCOMM_TCP_PORT
@@ -59,16 +50,14 @@ struct MpcommTransportEnv {
     std::string nic_filter;
     std::string advertise_address;  // MPCOMM_ADVERTISE_ADDR; "" = unset
 
-    // Fails naming the variable and its value.
     static Status fromEnvironment(MpcommTransportEnv& env);
 };
 
-// The transport's configuration keys, validated once by install().
 struct MpcommTransportSettings {
     static constexpr int64_t kDefaultConnectTimeoutMs = 10000;
     static constexpr int64_t kMaxConnectTimeoutMs = 3600000;
-    // transports/mpcomm/connect_timeout_ms: the longest a submitting thread
-    // waits for a peer's handshake and key query.
+    // transports/mpcomm/connect_timeout_ms: the longest a submitter waits
+    // for a peer's handshake and key query.
     int64_t connect_timeout_ms = kDefaultConnectTimeoutMs;
     // transports/mpcomm/preconnect: openSegment() starts the handshake.
     bool preconnect = true;
@@ -76,7 +65,6 @@ struct MpcommTransportSettings {
     // "" (the host part of the local segment name).
     std::string advertise_address;
 
-    // Fails naming the key (or variable) and its value.
     static Status fromConfig(const Config* conf, const MpcommTransportEnv& env,
                              MpcommTransportSettings& settings);
 };
@@ -118,12 +106,10 @@ class MpcommTransport : public Transport {
     const MpcommPeerRegistry& peers() const { return registry_; }
 
  private:
-    // --- the call gate: who may be inside the adapter -------------------
-    // The generation of the open installation, counting the caller in;
-    // 0 (and not counted) while closed. Both sides are sequentially
-    // consistent: a caller counts itself in before it reads the
-    // generation, closeGate() clears it before it reads the count, so one
-    // of them always sees the other.
+    // The call gate: the generation of the open installation, counting
+    // the caller in; 0 (not counted) while closed. Sequentially consistent
+    // on both sides (count, then read; clear, then read the count), so
+    // closeGate() and a caller always see one another.
     uint64_t enterCall() {
         active_calls_.fetch_add(1);
         const uint64_t open = open_generation_.load();
@@ -136,32 +122,21 @@ class MpcommTransport : public Transport {
         }
     }
     void notifyDrained();
-    // Refuses new callers and waits for the ones inside to leave.
     void closeGate();
-    // Leaves the gate on scope exit.
     struct CallTicket {
         MpcommTransport* t;
         ~CallTicket() { t->leaveCall(); }
     };
 
-    // --- lifecycle (mpcomm_transport.cpp) --------------------------------
-    // The single place that decides what this transport can carry.
+    // The one place that decides what this transport can carry.
     static Capabilities probeCapabilities(const std::string& modules_path,
                                           const Config* conf);
-    // OK unless `desc` is device memory and GPU support is off.
     Status checkDeviceSupport(const BufferDesc& desc) const;
     Status publishEndpoint(const std::string& attr);
-    Status withdrawEndpoint();
-    // Everything after the gate is closed, within `deadline`.
     void teardown(std::chrono::steady_clock::time_point deadline);
-    // uninstall(), with the gate closed: releases every registration.
     void releaseAllBuffers();
 
-    // --- data path (mpcomm_transport_datapath.cpp) -----------------------
-    // submitTransferTasks() steps, under the sub-batch's submit_mu: the
-    // slot of `target`, made and resolved on first sight; and one round of
-    // waiting, within `deadline`, for the peers not ready yet (on the
-    // deadline it fails the slots still waiting).
+    // submitTransferTasks() steps, under the sub-batch's submit_mu.
     size_t slotFor(MpcommSubBatch& sub, SegmentID target,
                    const MpcommResolveScope& scope);
     void settleSome(MpcommSubBatch& sub,
@@ -172,25 +147,20 @@ class MpcommTransport : public Transport {
     std::unique_ptr<MpcommPeerResolver> resolver_;
     std::string modules_path_ = kModulesPath;
 
-    // The gate. open_generation_ is 0 while closed.
     std::atomic<uint64_t> open_generation_{0};
     std::atomic<int> active_calls_{0};
     std::mutex drain_mu_;
     std::condition_variable drained_;
-    // The installation sub-batches are handed out for; install() advances
-    // it while the gate is closed.
+    // The installation sub-batches are handed out for.
     std::atomic<uint64_t> generation_{0};
 
     // Local memory registered with MPComm: addr -> length.
     std::mutex buffers_mu_;
     std::map<uint64_t, uint64_t> registered_;
 
-    // Lifecycle state, changed only by install()/uninstall() while the
-    // gate is closed.
+    // Changed only by install()/uninstall() while the gate is closed.
     std::mutex lifecycle_mu_;
     bool installed_ = false;
-    // transports/mpcomm/connect_timeout_ms and transports/mpcomm/preconnect
-    // as install() read them.
     int64_t connect_timeout_ms_ = 0;
     bool preconnect_ = false;
     std::string local_name_;
