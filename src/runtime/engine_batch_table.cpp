@@ -9,8 +9,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "runtime/engine_thread_state.h"
-
 namespace mooncake::tent {
 
 namespace {
@@ -48,8 +46,6 @@ void EngineSlotCache::drop() {
 }
 
 namespace {
-
-EngineSlotCache& slotCache() { return EngineThreadState::get().slots; }
 
 std::atomic<uint64_t> g_next_table_uid{1};
 
@@ -206,7 +202,7 @@ void EngineBatchTable::pushFree(EngineBatch* batch) {
 
 BatchID EngineBatchTable::allocate(size_t capacity) {
     EngineBatch* batch = nullptr;
-    EngineSlotCache& cache = slotCache();
+    EngineSlotCache& cache = threadSlotCache();
     if (cache.table == uid_) {
         batch = cache.batch;
         cache.table = 0;
@@ -251,7 +247,7 @@ BatchID EngineBatchTable::allocate(size_t capacity) {
 
 void EngineBatchTable::recycle(EngineBatch* batch) {
     batch->reset();
-    EngineSlotCache& cache = slotCache();
+    EngineSlotCache& cache = threadSlotCache();
     if (cache.table != 0 && cache.table != uid_) {
         // This thread moved to another engine: the old one gets its slot
         // back.

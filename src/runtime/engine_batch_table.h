@@ -310,6 +310,10 @@ struct EngineSlotCache {
     ~EngineSlotCache() { drop(); }
 };
 
+// The calling thread's slot cache (kept with the rest of the thread's
+// engine state, engine_thread_state.cpp).
+EngineSlotCache& threadSlotCache();
+
 class EngineBatchTable {
  public:
     // Slots per chunk, and chunks at most: 4M batches allocated at once.

@@ -30,4 +30,10 @@ EngineThreadState& EngineThreadState::get() {
     return state != nullptr ? *state : create();
 }
 
+EngineSlotCache& threadSlotCache() { return EngineThreadState::get().slots; }
+
+RemoteDescMemo& RemoteDescMemo::ofThread() {
+    return EngineThreadState::get().memo;
+}
+
 }  // namespace mooncake::tent

@@ -2,12 +2,10 @@
 
 #include <utility>
 
-#include "runtime/engine_thread_state.h"
-
 namespace mooncake::tent {
 
 RemoteDescMemo& RemoteDescMemo::forThread(const SegmentManager& segments) {
-    RemoteDescMemo& memo = EngineThreadState::get().memo;
+    RemoteDescMemo& memo = ofThread();
     if (memo.owner_ != segments.instanceId()) {
         // Another manager's ids name other segments.
         memo.slots_.clear();

@@ -31,6 +31,9 @@ class RemoteDescMemo {
     // The calling thread's memo for `segments`; emptied first when the
     // thread last used it for another manager.
     static RemoteDescMemo& forThread(const SegmentManager& segments);
+    // The calling thread's memo, whatever manager it last served (kept
+    // with the rest of the thread's engine state, engine_thread_state.cpp).
+    static RemoteDescMemo& ofThread();
 
     // A routing decision that depends only on the target's descriptor,
     // the local snapshot, the selector's state and the request's hint (a
