@@ -8,7 +8,8 @@
 # processes get distinct MPCOMM_TCP_PORTs outside 15000-17000, where the TENT
 # RPC server takes its ports. Exits with the initiator's status; for mpcomm
 # it also fails when the logs lack the guide's confirmation lines.
-# Env: TOTAL_BUFFER_SIZE (default 64 MiB), TARGET_SEG_TYPE (the target's
+# Env: TARGET_BIN (the target's tebench, default the initiator's: another
+# tree's build pairs two builds), TOTAL_BUFFER_SIZE (default 64 MiB), TARGET_SEG_TYPE (the target's
 # --seg_type, default DRAM; the initiator's is a flag), LOGDIR (default: a temp dir),
 # TEBENCH_PAIR_PORT (the target's MPCOMM_TCP_PORT, the initiator's is the
 # next; default 18000 + 2 x (pid % 6000), for callers that own a range).
@@ -39,7 +40,7 @@ fi
 INITIATOR_MPCOMM_PORT=$((TARGET_MPCOMM_PORT + 1))
 
 MC_TENT_CONF="$CONF" MPCOMM_TCP_PORT=$TARGET_MPCOMM_PORT \
-  "$TEBENCH" --backend=tent --xport_type="$XPORT" --metadata_type=p2p \
+  "${TARGET_BIN:-$TEBENCH}" --backend=tent --xport_type="$XPORT" --metadata_type=p2p \
   --rpc_server_port=0 --seg_type="${TARGET_SEG_TYPE:-DRAM}" \
   --total_buffer_size="$TOTAL_BUFFER_SIZE" >"$LOGDIR/target.log" 2>&1 &
 TARGET_PID=$!
