@@ -54,11 +54,6 @@ inline bool allDramTarget(const SegmentDesc& desc) {
     return desc.type != SegmentType::Memory || desc.getMemory().allDram();
 }
 
-Status unknownBatch(const char* operation, BatchID id) {
-    return Status::InvalidArgument(std::string(operation) +
-                                   ": unknown batch id " + std::to_string(id));
-}
-
 // Finds the batch `id` names and claims `flags` (see EngineBatch::claim)
 // on it; null when that failed, with `claim` saying why (kOk: no such
 // batch). Builds no Status: claimRefused() does, on the failure path only.
@@ -86,6 +81,19 @@ Status claimRefused(const char* operation, BatchID id, uint64_t flags,
 }
 
 }  // namespace
+
+Status unknownBatch(const char* operation, BatchID id) {
+    return Status::InvalidArgument(std::string(operation) +
+                                   ": unknown batch id " + std::to_string(id));
+}
+
+Status taskOutOfRange(const char* operation, size_t task_id, BatchID id,
+                      size_t count) {
+    return Status::InvalidArgument(
+        std::string(operation) + ": task id " + std::to_string(task_id) +
+        " out of range (batch " + std::to_string(id) + " has " +
+        std::to_string(count) + " tasks)");
+}
 
 EngineBatch* TransferEngineImpl::pinBatch(BatchID id) const {
     EngineBatch* batch = batches_.lookup(id);

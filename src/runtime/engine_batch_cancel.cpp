@@ -22,17 +22,11 @@ namespace mooncake::tent {
 Status TransferEngineImpl::cancelTransfer(BatchID batch_id, size_t task_id) {
     if (!available()) return notAvailable();
     EngineBatch* batch = pinBatch(batch_id);
-    if (batch == nullptr) {
-        return Status::InvalidArgument("cancelTransfer: unknown batch id " +
-                                       std::to_string(batch_id));
-    }
+    if (batch == nullptr) return unknownBatch("cancelTransfer", batch_id);
     EngineBatchPin pin(batch);
     const size_t count = batch->published.load(std::memory_order_acquire);
     if (task_id >= count) {
-        return Status::InvalidArgument(
-            "cancelTransfer: task id " + std::to_string(task_id) +
-            " out of range (batch " + std::to_string(batch_id) + " has " +
-            std::to_string(count) + " tasks)");
+        return taskOutOfRange("cancelTransfer", task_id, batch_id, count);
     }
     using Ref = EngineBatch::TaskRef;
     Ref& ref = batch->tasks[task_id];

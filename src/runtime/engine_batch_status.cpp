@@ -7,15 +7,6 @@
 
 namespace mooncake::tent {
 
-namespace {
-
-Status unknownBatch(const char* operation, BatchID id) {
-    return Status::InvalidArgument(std::string(operation) +
-                                   ": unknown batch id " + std::to_string(id));
-}
-
-}  // namespace
-
 // A final `status` read from the transport becomes the task's verdict
 // (see engine_batch_table.h).
 void EngineBatch::TaskRef::settle(TransferStatus& status) {
@@ -94,10 +85,7 @@ Status TransferEngineImpl::getTransferStatus(BatchID batch_id, size_t task_id,
     EngineBatchPin pin(batch);
     const size_t count = batch->published.load(std::memory_order_acquire);
     if (task_id >= count) {
-        return Status::InvalidArgument(
-            "getTransferStatus: task id " + std::to_string(task_id) +
-            " out of range (batch " + std::to_string(batch_id) + " has " +
-            std::to_string(count) + " tasks)");
+        return taskOutOfRange("getTransferStatus", task_id, batch_id, count);
     }
     // Returned as is (no Status copied on the way out): see taskStatus().
     return taskStatus(*batch, task_id, status, /*drive=*/false,
@@ -116,9 +104,7 @@ Status TransferEngineImpl::getTransferStatus(
     for (size_t i = 0; i < count; ++i) {
         CHECK_STATUS(taskStatus(*batch, i, status_list[i], false, &clock));
     }
-    if (batch->open_hooks.load(std::memory_order_acquire) != 0) {
-        fireNotifyHooks(*batch, /*wait=*/false);
-    }
+    fireHooksIfOpen(*batch);
     return Status::OK();
 }
 

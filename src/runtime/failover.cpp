@@ -248,9 +248,7 @@ Status TransferEngineImpl::startProgressWorker() {
                     TransferStatus status;
                     (void)taskStatus(batch, i, status, /*drive=*/true);
                 }
-                if (batch.open_hooks.load(std::memory_order_acquire) != 0) {
-                    fireNotifyHooks(batch, /*wait=*/false);
-                }
+                fireHooksIfOpen(batch);
             });
         });
     progress_worker_->start();

@@ -82,13 +82,6 @@ class RemoteDescMemo {
         // A lease is only ever current on a slot holding a descriptor.
         return slot.lease.currentAt(now, changes) ? &slot : nullptr;
     }
-    // findEntry()'s descriptor, or null.
-    const SegmentDesc* find(SegmentID handle,
-                            SegmentManager::CacheClock::time_point now,
-                            uint64_t changes) const {
-        const Entry* entry = findEntry(handle, now, changes);
-        return entry != nullptr ? entry->desc.get() : nullptr;
-    }
     // The entry get() or replace() just filled for `handle`; null for the
     // ids held outside the slots (the local segment, kMaxSlots and past).
     const Entry* entryOf(SegmentID handle) const {
@@ -125,12 +118,7 @@ class RemoteDescMemo {
     // The version of the snapshot local() handed out last.
     uint64_t localVersion() const { return local_version_; }
 
-    // entryOf(handle)'s decision under `key`, or null.
-    Transport* findRoute(SegmentID handle, const RouteKey& key) const {
-        const Entry* entry = entryOf(handle);
-        return entry != nullptr ? entry->routeFor(key) : nullptr;
-    }
-    // Notes `chosen` for `handle`'s descriptor (the one find() or get()
+    // Notes `chosen` for `handle`'s descriptor (the one findEntry() or get()
     // handed out last) under `key`; ignored past kMaxSlots.
     void noteRoute(SegmentID handle, const RouteKey& key, Transport* chosen) {
         // The local segment's descriptor is not held in a slot (get()).

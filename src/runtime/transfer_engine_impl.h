@@ -34,6 +34,12 @@ namespace mooncake::tent {
 class SegmentPublisher;
 class StoreHealth;
 
+// The refusals the batch calls share (engine_batch.cpp); `operation`
+// names the call refused.
+Status unknownBatch(const char* operation, BatchID id);
+Status taskOutOfRange(const char* operation, size_t task_id, BatchID id,
+                      size_t count);
+
 // The metrics clock of one status read: read on the first task the read
 // finalises and reused for the rest, so a read of many tasks pays one clock
 // read, not one per task (0: not read yet).

@@ -32,10 +32,13 @@ struct MemoWorld {
         EXPECT_TRUE(mgr.openRemote(a, "peer:1").ok());
         EXPECT_TRUE(mgr.openRemote(b, "peer:2").ok());
     }
-    // find() as a submission calls it: the count, then the clock.
+    // The memoised descriptor as a submission finds it: the count, then
+    // the clock.
     const SegmentDesc* find(RemoteDescMemo& memo, SegmentID id) {
         const uint64_t changes = mgr.remoteChanges();
-        return memo.find(id, SegmentManager::cacheNow(), changes);
+        const RemoteDescMemo::Entry* entry =
+            memo.findEntry(id, SegmentManager::cacheNow(), changes);
+        return entry != nullptr ? entry->desc.get() : nullptr;
     }
     const SegmentDesc* get(RemoteDescMemo& memo, SegmentID id) {
         const SegmentDesc* desc = nullptr;
@@ -97,8 +100,10 @@ TEST(RemoteDescMemoTest, TheTtlBoundsAHit) {
     EXPECT_EQ(fetchOf(desc), "fetch#5");
     const uint64_t changes = w.mgr.remoteChanges();
     const auto now = SegmentManager::cacheNow();
-    EXPECT_EQ(memo.find(w.a, now, changes), desc);
-    EXPECT_EQ(memo.find(w.a, now + milliseconds(3600 * 1000 + 1), changes),
+    const RemoteDescMemo::Entry* entry = memo.findEntry(w.a, now, changes);
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->desc.get(), desc);
+    EXPECT_EQ(memo.findEntry(w.a, now + milliseconds(3600 * 1000 + 1), changes),
               nullptr);
 }
 
@@ -152,6 +157,14 @@ TEST(RemoteDescMemoTest, IdsPastTheSlotsAndTheLocalSegmentAreAskedEachTime) {
 // A routing decision lives with the descriptor it was made for: any event
 // that replaces the slot's descriptor drops it, and it answers only the
 // exact key (local version, selector generation, hint) it was noted under.
+// The decision noted for `handle`'s memoised descriptor under `key`, as a
+// submission reads it, or null.
+Transport* routeOf(const RemoteDescMemo& memo, SegmentID handle,
+                   const RemoteDescMemo::RouteKey& key) {
+    const RemoteDescMemo::Entry* entry = memo.entryOf(handle);
+    return entry != nullptr ? entry->routeFor(key) : nullptr;
+}
+
 TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
     MemoWorld w;
     RemoteDescMemo& memo = RemoteDescMemo::forThread(w.mgr);
@@ -163,24 +176,24 @@ TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
     key.hint = TCP;
     ASSERT_NE(w.get(memo, w.a), nullptr);
     ASSERT_NE(w.get(memo, w.b), nullptr);
-    EXPECT_EQ(memo.findRoute(w.a, key), nullptr) << "nothing noted yet";
+    EXPECT_EQ(routeOf(memo, w.a, key), nullptr) << "nothing noted yet";
     memo.noteRoute(w.a, key, tcp);
-    EXPECT_EQ(memo.findRoute(w.a, key), tcp);
-    EXPECT_EQ(memo.findRoute(w.b, key), nullptr) << "another target";
+    EXPECT_EQ(routeOf(memo, w.a, key), tcp);
+    EXPECT_EQ(routeOf(memo, w.b, key), nullptr) << "another target";
     RemoteDescMemo::RouteKey other = key;
     other.hint = SHM;
-    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "another hint";
+    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "another hint";
     other = key;
     other.local_version = 4;
-    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "a new local snapshot";
+    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "a new local snapshot";
     other = key;
     other.selector_generation = 8;
-    EXPECT_EQ(memo.findRoute(w.a, other), nullptr) << "the selector changed";
+    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "the selector changed";
 
     // The descriptor invalidated and read again: the decision went with it.
     ASSERT_TRUE(w.mgr.invalidateRemote(w.a).ok());
     EXPECT_EQ(fetchOf(w.get(memo, w.a)), "fetch#3");
-    EXPECT_EQ(memo.findRoute(w.a, key), nullptr);
+    EXPECT_EQ(routeOf(memo, w.a, key), nullptr);
 
     // So with a descriptor re-read after a miss.
     memo.noteRoute(w.a, key, tcp);
@@ -189,17 +202,17 @@ TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
     ASSERT_TRUE(w.mgr.refreshAfterMiss(fresh, w.a, refreshed).ok());
     ASSERT_TRUE(refreshed);
     memo.replace(w.a, fresh);
-    EXPECT_EQ(memo.findRoute(w.a, key), nullptr);
+    EXPECT_EQ(routeOf(memo, w.a, key), nullptr);
 
     // No decision for the local segment (not held in a slot), nor under
     // generation 0 (a selector never set up).
     memo.noteRoute(LOCAL_SEGMENT_ID, key, tcp);
-    EXPECT_EQ(memo.findRoute(LOCAL_SEGMENT_ID, key), nullptr);
+    EXPECT_EQ(routeOf(memo, LOCAL_SEGMENT_ID, key), nullptr);
     ASSERT_NE(w.get(memo, w.b), nullptr);
     other = key;
     other.selector_generation = 0;
     memo.noteRoute(w.b, other, tcp);
-    EXPECT_EQ(memo.findRoute(w.b, other), nullptr);
+    EXPECT_EQ(routeOf(memo, w.b, other), nullptr);
 }
 
 // local() keeps the manager's snapshot while its version holds, and hands
