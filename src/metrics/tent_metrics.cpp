@@ -136,7 +136,45 @@ std::string transportLabels(int t) {
 }
 }  // namespace
 
-TentMetrics::TentMetrics() : slots_(kSlotCount) {}
+TentMetrics::TentMetrics() : slots_(kSlotCount, &TentMetrics::foldCompleted) {}
+
+namespace {
+// A span between two stamps: one taken by another thread a moment earlier
+// may read later; such a span is 0, never a wrapped-around huge value.
+uint64_t since(uint64_t now, uint64_t then) {
+    return now > then ? now - then : 0;
+}
+
+void observeInto(uint64_t* slots, size_t hist, size_t bucket, size_t buckets,
+                 uint64_t value) {
+    slots[hist + bucket] += 1;
+    slots[hist + buckets] += value;
+}
+}  // namespace
+
+void TentMetrics::foldCompleted(const ThreadSlots::Event& e, uint64_t* slots) {
+    const uint64_t bytes = e.v[0], start = e.v[1], accepted = e.v[2],
+                   end = e.v[3];
+    const int s = static_cast<int>(e.tag % kTransports);
+    const size_t base = opBase(static_cast<int>(e.tag / kTransports), s);
+    // Request, completed attempt, bytes and both counts all follow from
+    // these four.
+    const uint64_t latency = since(end, start);
+    observeInto(slots, base + kCompletedLatency, latencyBucket(latency),
+                kLatencyBucketCount, latency);
+    observeInto(slots, base + kSize, sizeBucket(bytes), kSizeBucketCount,
+                bytes);
+    // 0 for a task its first transport refused (it completed through a
+    // failover): no dispatch stage to speak of.
+    if (accepted == 0) return;
+    const size_t stage = stageBase(s);
+    const uint64_t dispatch = since(accepted, start);
+    const uint64_t transport = since(end, accepted);
+    observeInto(slots, stage + kStageDispatch, stageBucket(dispatch),
+                kStageBucketCount, dispatch);
+    observeInto(slots, stage + kStageTransport, stageBucket(transport),
+                kStageBucketCount, transport);
+}
 TentMetrics::~TentMetrics() = default;
 
 void TentMetrics::recordRequest(Op op, TransportType t, uint64_t bytes,

@@ -39,13 +39,17 @@ class TentMetrics {
     void recordStages(TransportType t, uint64_t dispatch_us,
                       uint64_t transport_us);
     // A completed request: its COMPLETED attempt, its request metrics and,
-    // when `staged`, its stages, with one block lookup for all of them.
-    // Records what recordAttempt(ok) + recordStages + recordRequest(ok)
-    // would. Inline: it is every request's cost, and the engine's status
-    // read calls it.
+    // when its transport accepted it (accepted_us not 0), its stages, from
+    // the steady-clock stamps of its submission, its acceptance and its
+    // final status. Records what recordAttempt(ok) + recordStages +
+    // recordRequest(ok) would, with the spans taken between the stamps
+    // (0 where a stamp precedes the one before it). Inline, and only an
+    // event pushed on the thread's ring: it is every request's cost, and
+    // the spans, buckets and counts are worked out when a scrape (or the
+    // drain thread) folds the event.
     __attribute__((always_inline)) inline void recordCompleted(
-        Op op, TransportType t, uint64_t bytes, uint64_t latency_us,
-        uint64_t dispatch_us, uint64_t transport_us, bool staged);
+        Op op, TransportType t, uint64_t bytes, uint64_t start_us,
+        uint64_t accepted_us, uint64_t end_us);
     // Fed by the failover path when a request moves to another transport.
     void recordFailover(TransportType from, TransportType to);
 
@@ -64,29 +68,19 @@ class TentMetrics {
         b.add(hist + bucket, 1);
         b.add(hist + buckets, value);
     }
+    // Folds one recordCompleted event into the set's counts.
+    static void foldCompleted(const ThreadSlots::Event& e, uint64_t* slots);
     ThreadSlots slots_;
 };
 
 inline void TentMetrics::recordCompleted(Op op, TransportType t, uint64_t bytes,
-                                         uint64_t latency_us,
-                                         uint64_t dispatch_us,
-                                         uint64_t transport_us, bool staged) {
-    using namespace layout;
-    const int s = slotOf(t);
-    const size_t base = opBase(static_cast<int>(op), s);
-    const ThreadSlots::Writer b = slots_.local();
-    // Request, completed attempt, bytes and both counts all follow from
-    // these four.
-    observe(b, base + kCompletedLatency, latencyBucket(latency_us),
-            kLatencyBucketCount, latency_us);
-    observe(b, base + kSize, sizeBucket(bytes), kSizeBucketCount, bytes);
-    if (staged) {
-        const size_t stage = stageBase(s);
-        observe(b, stage + kStageDispatch, stageBucket(dispatch_us),
-                kStageBucketCount, dispatch_us);
-        observe(b, stage + kStageTransport, stageBucket(transport_us),
-                kStageBucketCount, transport_us);
-    }
+                                         uint64_t start_us,
+                                         uint64_t accepted_us,
+                                         uint64_t end_us) {
+    const uint32_t tag = static_cast<uint32_t>(
+        static_cast<int>(op) * layout::kTransports + layout::slotOf(t));
+    slots_.local().push(
+        ThreadSlots::Event{{bytes, start_us, accepted_us, end_us}, tag});
 }
 
 }  // namespace metrics

@@ -2,9 +2,16 @@
 // into the set gets its own block of plain uint64 slots that only it
 // writes (a relaxed load and store: no locked read-modify-write, no shared
 // cache line), found through one thread-local compare per record call. A
-// scrape sums every live block plus the retired total; a thread's exit
+// scrape sums every live block plus the folded total; a thread's exit
 // folds its block into that total under the same lock, so no sum ever goes
 // down.
+//
+// A block also holds a ring of events (push()): the most frequent record
+// is written raw, a few stores, and the set's fold function turns it into
+// slot counts later, off the recording thread. Every sum first drains
+// every ring into the folded total, so a sum includes every event pushed
+// before it began. A ring a quarter full wakes the set's drain thread; a
+// ring full is drained by its own writer, so no event is ever dropped.
 //
 // Lifetime: the set's state is shared between the ThreadSlots object and
 // the threads holding blocks of it. Destroying the ThreadSlots leaves each
@@ -25,39 +32,85 @@ namespace metrics {
 
 class ThreadSlots {
  public:
+    // One event as recorded; what its fields mean is the fold's business.
+    struct Event {
+        uint64_t v[4];
+        uint32_t tag;
+    };
+    // Adds one event's counts to `slots` (the set's folded total). Called
+    // under the set's lock, on whichever thread drains.
+    using Fold = void (*)(const Event& event, uint64_t* slots);
+    // Events a ring holds (a power of two), and the fill at which its
+    // writer wakes the drain thread: the rest is the slack the drain thread
+    // has to wake up in (3072 events: several hundred microseconds of
+    // back-to-back requests) before the writer must drain the ring itself.
+    static constexpr uint64_t kRingEvents = 4096;
+    static constexpr uint64_t kWakeAt = kRingEvents / 4;
+
+    struct Shared;
+
+    // One thread's slots and event ring.
+    class Block {
+     public:
+        Block(size_t slots, Shared* shared);
+        std::atomic<uint64_t>* slots() { return slots_.get(); }
+        uint64_t get(size_t slot) const {
+            return slots_[slot].load(std::memory_order_relaxed);
+        }
+        // Owner thread only.
+        void push(const Event& event) {
+            const uint64_t h = head_.load(std::memory_order_relaxed);
+            if (__builtin_expect(h == next_check_, 0)) makeRoom(h);
+            events_[h & (kRingEvents - 1)] = event;
+            // Release: a drainer that reads the new head reads the event.
+            head_.store(h + 1, std::memory_order_release);
+        }
+        // Folds the events pushed so far into `slots` (the set's lock held).
+        void drainLocked(Fold fold, uint64_t* slots);
+
+     private:
+        // The ring is not allocated yet (does it), full (drains it here) or
+        // filled to kWakeAt (wakes the drain thread); sets the next head at
+        // which to look again.
+        void makeRoom(uint64_t head);
+
+        // Written by the owner only.
+        std::unique_ptr<std::atomic<uint64_t>[]> slots_;
+        std::unique_ptr<Event[]> events_;
+        Shared* const shared_;
+        std::atomic<uint64_t> head_{0};
+        // The head at which push() next looks at the tail: where the ring
+        // reaches kWakeAt or its end, counted from the tail last read (0:
+        // the ring is not allocated yet).
+        uint64_t next_check_ = 0;
+        // Written by drainers (under the set's lock): on its own line, so
+        // a drain does not take the owner's line away.
+        alignas(64) std::atomic<uint64_t> tail_{0};
+    };
+
     // The owner thread's access to its block: a plain pointer, so a run
     // of adds keeps it in a register (a member reloaded after each atomic
     // store would not be).
     class Writer {
      public:
-        constexpr explicit Writer(std::atomic<uint64_t>* slots)
-            : slots_(slots) {}
+        constexpr explicit Writer(Block* block) : block_(block) {}
         // Only the owner thread writes; the scraper's concurrent relaxed
         // loads see either value.
         void add(size_t slot, uint64_t n) const {
-            std::atomic<uint64_t>& s = slots_[slot];
+            std::atomic<uint64_t>& s = block_->slots()[slot];
             s.store(s.load(std::memory_order_relaxed) + n,
                     std::memory_order_relaxed);
         }
+        // Requires a set made with a fold.
+        void push(const Event& event) const { block_->push(event); }
 
      private:
-        std::atomic<uint64_t>* slots_;
+        Block* block_;
     };
 
-    // One thread's slots.
-    class Block {
-     public:
-        explicit Block(size_t slots);
-        std::atomic<uint64_t>* slots() { return slots_.get(); }
-        uint64_t get(size_t slot) const {
-            return slots_[slot].load(std::memory_order_relaxed);
-        }
-
-     private:
-        std::unique_ptr<std::atomic<uint64_t>[]> slots_;
-    };
-
-    explicit ThreadSlots(size_t slots);
+    // `fold` turns pushed events into slot counts (null: the set takes no
+    // events).
+    explicit ThreadSlots(size_t slots, Fold fold = nullptr);
     ~ThreadSlots();
     ThreadSlots(const ThreadSlots&) = delete;
     ThreadSlots& operator=(const ThreadSlots&) = delete;
@@ -67,23 +120,24 @@ class ThreadSlots {
     // The calling thread's block, made and registered on its first use.
     Writer local() {
         if (__builtin_expect(tls_last_.id == id_, 1))
-            return Writer(tls_last_.slots);
+            return Writer(tls_last_.block);
         return localSlow();
     }
 
-    // Every slot summed over the live blocks and the retired total.
+    // Every slot summed over the live blocks and the folded total, after
+    // draining every ring.
     std::vector<uint64_t> sum() const;
     // Slots [first, first + n) only, into out[0..n).
     void sumRange(size_t first, size_t n, uint64_t* out) const;
 
     // Blocks registered and not yet retired (tests).
     size_t liveBlocks() const;
+    // Times the drain thread has emptied the rings (tests).
+    uint64_t drainPasses() const;
 
     // Clears the calling thread's cache: its blocks are being retired at
     // its exit.
     static void forgetLastUsed();
-
-    struct Shared;
 
  private:
     // The record path's cache: the set the thread used last and its block
@@ -92,7 +146,7 @@ class ThreadSlots {
     // exit.
     struct LastUsed {
         uint64_t id;
-        std::atomic<uint64_t>* slots;
+        Block* block;
     };
     static inline thread_local LastUsed tls_last_{0, nullptr};
 

@@ -82,18 +82,14 @@ void TransferEngineImpl::noteStatus(
     }
     const TransportType type = transport ? typeOf(transport) : UNSPEC;
     const uint64_t now = clock ? nowOf(*clock) : steadyUs();
-    const uint64_t elapsed = since(now, ref.start_us);
     if (status != COMPLETED) {
         metrics_->recordRequest(opOf(ref.request), type, ref.request.length,
-                                elapsed, false);
+                                since(now, ref.start_us), false);
         return;
     }
-    // accepted_us is 0 for a task its first transport refused (it
-    // completed through a failover): no dispatch stage to speak of.
-    const uint64_t accepted = ref.accepted_us;
+    // The spans between the stamps are taken when the event is folded.
     metrics_->recordCompleted(opOf(ref.request), type, ref.request.length,
-                              elapsed, since(accepted, ref.start_us),
-                              since(now, accepted), accepted != 0);
+                              ref.start_us, ref.accepted_us, now);
 }
 
 }  // namespace mooncake::tent

@@ -66,8 +66,11 @@ TEST(MetricBucketsTest, RecordCompletedEqualsItsParts) {
     for (int k = 0; k < 5; ++k) {
         const Op op = k % 2 ? Op::kWrite : Op::kRead;
         const bool staged = k != 2;
-        combined.recordCompleted(op, TCP, sizes[k], lat[k], lat[k] / 3,
-                                 lat[k] - lat[k] / 3, staged);
+        // Stamps from an arbitrary start; accepted 0: never accepted.
+        const uint64_t start = 5000 + k;
+        combined.recordCompleted(op, TCP, sizes[k], start,
+                                 staged ? start + lat[k] / 3 : 0,
+                                 start + lat[k]);
         parts.recordAttempt(op, TCP, lat[k], true);
         if (staged) parts.recordStages(TCP, lat[k] / 3, lat[k] - lat[k] / 3);
         parts.recordRequest(op, TCP, sizes[k], lat[k], true);

@@ -133,8 +133,11 @@ TEST(TentMetricsTest, CompletedRendersAsAttemptStagesAndRequest) {
         {Op::kRead, SHM, 1024, 100, 10, 90, true},
     };
     for (const Done& d : done) {
-        combined.recordCompleted(d.op, d.t, d.bytes, d.latency, d.dispatch,
-                                 d.transport, d.staged);
+        // Stamps from an arbitrary start; accepted 0: never accepted.
+        const uint64_t start = 1000;
+        combined.recordCompleted(d.op, d.t, d.bytes, start,
+                                 d.staged ? start + d.dispatch : 0,
+                                 start + d.latency);
         separate.recordAttempt(d.op, d.t, d.latency, true);
         if (d.staged) separate.recordStages(d.t, d.dispatch, d.transport);
         separate.recordRequest(d.op, d.t, d.bytes, d.latency, true);
@@ -162,6 +165,26 @@ TEST(TentMetricsTest, CompletedRendersAsAttemptStagesAndRequest) {
                           separate.total(kind, op, t));
 }
 
+// Stamps read by different threads may come out of order: a span whose
+// end stamp precedes its start reads 0, not a wrapped-around huge value.
+TEST(TentMetricsTest, CompletedSpansOfStampsOutOfOrderReadZero) {
+    TentMetrics m;
+    // Final stamp before the submission's; acceptance after the final.
+    m.recordCompleted(Op::kRead, TCP, 10, 5000, 4000, 3000);
+    m.recordCompleted(Op::kRead, TCP, 10, 5000, 5600, 5500);
+    const std::string t = m.renderPrometheus();
+    EXPECT_TRUE(hasLine(t, "tent_read_latency_us_sum{transport=\"tcp\"} 500"))
+        << t;
+    EXPECT_TRUE(hasLine(t,
+                        "tent_read_latency_us_bucket{transport=\"tcp\","
+                        "le=\"100\"} 1"));
+    EXPECT_TRUE(
+        hasLine(t, "tent_stage_dispatch_us_sum{transport=\"tcp\"} 600"));
+    EXPECT_TRUE(hasLine(t, "tent_stage_transport_us_sum{transport=\"tcp\"} 0"));
+    EXPECT_TRUE(
+        hasLine(t, "tent_stage_transport_us_count{transport=\"tcp\"} 2"));
+}
+
 // A scrape during writes sees every derived series whole: counts never go
 // down between scrapes and the final scrape is exact (the TSan build checks
 // the reads against the writers).
@@ -173,7 +196,7 @@ TEST(TentMetricsTest, ScrapeDuringCompletionsIsMonotoneAndExact) {
     for (int i = 0; i < kThreads; ++i)
         threads.emplace_back([&] {
             for (int j = 0; j < kPerThread; ++j)
-                m.recordCompleted(Op::kWrite, TCP, 8, 1, 0, 1, true);
+                m.recordCompleted(Op::kWrite, TCP, 8, 1000, 1000, 1001);
             running.fetch_sub(1);
         });
     uint64_t last = 0;
@@ -207,8 +230,10 @@ TEST(TentMetricsTest, ScrapeDuringCompletionsIsMonotoneAndExact) {
 // became per-thread blocks; dashboards and alerts parse exactly this.
 TEST(TentMetricsTest, ExpositionIsByteForByteUnchanged) {
     TentMetrics m;
-    m.recordCompleted(Op::kWrite, MPCOMM, 5000, 120, 30, 90, true);
-    m.recordCompleted(Op::kWrite, MPCOMM, 1u << 20, 7000, 0, 7000, false);
+    // Stamps: submitted, accepted (0: never), final. Spans 120 = 30 + 90
+    // and 7000.
+    m.recordCompleted(Op::kWrite, MPCOMM, 5000, 1000, 1030, 1120);
+    m.recordCompleted(Op::kWrite, MPCOMM, 1u << 20, 2000, 0, 9000);
     m.recordRequest(Op::kRead, TCP, 100, 40, true);
     m.recordRequest(Op::kRead, TCP, 100, 40, false);
     m.recordAttempt(Op::kRead, TCP, 600, false);
