@@ -4,6 +4,8 @@
 #include <sstream>
 #include <vector>
 
+#include "metrics/metric_clock.h"
+
 namespace mooncake {
 namespace tent {
 namespace metrics {
@@ -136,7 +138,11 @@ std::string transportLabels(int t) {
 }
 }  // namespace
 
-TentMetrics::TentMetrics() : slots_(kSlotCount, &TentMetrics::foldCompleted) {}
+TentMetrics::TentMetrics() : slots_(kSlotCount, &TentMetrics::foldCompleted) {
+    // The stamps' source is settled (and measured) here, once a process,
+    // not on some request's stamp.
+    MetricClock::calibrate();
+}
 
 namespace {
 // A span between two stamps: one taken by another thread a moment earlier
@@ -155,8 +161,8 @@ void observeInto(uint64_t* slots, size_t hist, size_t bucket, size_t buckets,
 void TentMetrics::foldCompleted(const ThreadSlots::Event& e, uint64_t* slots) {
     const uint64_t bytes = e.v[0], start = e.v[1], accepted = e.v[2],
                    end = e.v[3];
-    const int s = static_cast<int>(e.tag % kTransports);
-    const size_t base = opBase(static_cast<int>(e.tag / kTransports), s);
+    const int s = slotOf(static_cast<TransportType>(e.aux));
+    const size_t base = opBase(static_cast<int>(e.tag), s);
     // Request, completed attempt, bytes and both counts all follow from
     // these four.
     const uint64_t latency = since(end, start);

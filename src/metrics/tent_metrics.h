@@ -77,10 +77,12 @@ inline void TentMetrics::recordCompleted(Op op, TransportType t, uint64_t bytes,
                                          uint64_t start_us,
                                          uint64_t accepted_us,
                                          uint64_t end_us) {
-    const uint32_t tag = static_cast<uint32_t>(
-        static_cast<int>(op) * layout::kTransports + layout::slotOf(t));
+    // The op and the transport as given: the fold maps the transport to
+    // its slot (out of range: "unspec").
     slots_.local().push(
-        ThreadSlots::Event{{bytes, start_us, accepted_us, end_us}, tag});
+        ThreadSlots::Event{{bytes, start_us, accepted_us, end_us},
+                           static_cast<uint32_t>(op),
+                           static_cast<uint32_t>(t)});
 }
 
 }  // namespace metrics

@@ -116,7 +116,10 @@ thread_local HeldBlocks tls_held;
 }  // namespace
 
 ThreadSlots::Block::Block(size_t slots, Shared* shared)
-    : slots_(new std::atomic<uint64_t>[slots]()), shared_(shared) {}
+    : slots_(new std::atomic<uint64_t>[slots]()),
+      // Only a set with a fold takes events.
+      events_(shared->fold ? new Event[kRingEvents] : nullptr),
+      shared_(shared) {}
 
 void ThreadSlots::Block::drainLocked(Fold fold, uint64_t* slots) {
     // Only drainers write the tail, and they hold the set's lock.
@@ -130,9 +133,6 @@ void ThreadSlots::Block::drainLocked(Fold fold, uint64_t* slots) {
 }
 
 void ThreadSlots::Block::makeRoom(uint64_t head) {
-    // Allocated on the first push: a thread that only adds needs none. A
-    // drainer reads it only after a head past 0, which this store precedes.
-    if (!events_) events_.reset(new Event[kRingEvents]);
     uint64_t t = tail_.load(std::memory_order_acquire);
     if (head - t >= kRingEvents) {
         // Full: the drain thread has not kept up (or could not start).
@@ -147,6 +147,8 @@ void ThreadSlots::Block::makeRoom(uint64_t head) {
         next_check_ = t + kWakeAt;
     }
 }
+
+void ThreadSlots::pushSlow(const Event& event) { localSlow().push(event); }
 
 ThreadSlots::ThreadSlots(size_t slots, Fold fold)
     : slots_(slots),

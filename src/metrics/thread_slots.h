@@ -36,6 +36,7 @@ class ThreadSlots {
     struct Event {
         uint64_t v[4];
         uint32_t tag;
+        uint32_t aux;
     };
     // Adds one event's counts to `slots` (the set's folded total). Called
     // under the set's lock, on whichever thread drains.
@@ -57,21 +58,23 @@ class ThreadSlots {
         uint64_t get(size_t slot) const {
             return slots_[slot].load(std::memory_order_relaxed);
         }
-        // Owner thread only.
+        // Owner thread only. The check comes after the store, so that the
+        // rare call is the last thing done and the caller keeps nothing
+        // across it (the common path then saves no registers).
         void push(const Event& event) {
             const uint64_t h = head_.load(std::memory_order_relaxed);
-            if (__builtin_expect(h == next_check_, 0)) makeRoom(h);
             events_[h & (kRingEvents - 1)] = event;
             // Release: a drainer that reads the new head reads the event.
             head_.store(h + 1, std::memory_order_release);
+            if (__builtin_expect(h + 1 == next_check_, 0)) makeRoom(h + 1);
         }
         // Folds the events pushed so far into `slots` (the set's lock held).
         void drainLocked(Fold fold, uint64_t* slots);
 
      private:
-        // The ring is not allocated yet (does it), full (drains it here) or
-        // filled to kWakeAt (wakes the drain thread); sets the next head at
-        // which to look again.
+        // With `head` events pushed: the ring is full (drains it here, so
+        // the next push has a free slot) or filled to kWakeAt (wakes the
+        // drain thread); sets the next head at which to look again.
         void makeRoom(uint64_t head);
 
         // Written by the owner only.
@@ -80,9 +83,8 @@ class ThreadSlots {
         Shared* const shared_;
         std::atomic<uint64_t> head_{0};
         // The head at which push() next looks at the tail: where the ring
-        // reaches kWakeAt or its end, counted from the tail last read (0:
-        // the ring is not allocated yet).
-        uint64_t next_check_ = 0;
+        // reaches kWakeAt or its end, counted from the tail last read.
+        uint64_t next_check_ = kWakeAt;
         // Written by drainers (under the set's lock): on its own line, so
         // a drain does not take the owner's line away.
         alignas(64) std::atomic<uint64_t> tail_{0};
@@ -123,6 +125,14 @@ class ThreadSlots {
             return Writer(tls_last_.block);
         return localSlow();
     }
+    // local().push(event), with the first-use path out of line and last.
+    void push(const Event& event) {
+        if (__builtin_expect(tls_last_.id == id_, 1)) {
+            tls_last_.block->push(event);
+            return;
+        }
+        pushSlow(event);
+    }
 
     // Every slot summed over the live blocks and the folded total, after
     // draining every ring.
@@ -151,6 +161,7 @@ class ThreadSlots {
     static inline thread_local LastUsed tls_last_{0, nullptr};
 
     Writer localSlow();
+    void pushSlow(const Event& event);
 
     const size_t slots_;
     // Distinguishes this set from any later one at the same address, for

@@ -8,7 +8,6 @@
 #include <httplib.h>
 #include <json/json.h>
 
-
 #include "kit/log_capture.h"
 #include "kit/metrics_port.h"
 #include "kit/scoped_env.h"

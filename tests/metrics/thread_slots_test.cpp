@@ -179,7 +179,7 @@ void foldEvent(const ThreadSlots::Event& e, uint64_t* slots) {
 }
 
 ThreadSlots::Event event(uint64_t value, uint32_t slot) {
-    return ThreadSlots::Event{{value, 0, 0, 0}, slot};
+    return ThreadSlots::Event{{value, 0, 0, 0}, slot, 0};
 }
 
 class ThreadSlotsEventsTest : public ::testing::Test {
