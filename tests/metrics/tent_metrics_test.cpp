@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "metrics/metric_clock.h"
 
 namespace mooncake {
 namespace tent {
@@ -222,6 +225,37 @@ TEST(TentMetricsTest, ScrapeDuringCompletionsIsMonotoneAndExact) {
                             n));
     EXPECT_TRUE(
         hasLine(t, "tent_write_latency_us_count{transport=\"tcp\"} " + n));
+}
+
+// The stamps' clock: never goes back, and runs at the steady clock's rate
+// whether it reads the time-stamp counter or the steady clock.
+TEST(MetricClockTest, StampsAreMonotoneMicrosecondsAtTheSteadyRate) {
+    MetricClock::calibrate();
+    uint64_t last = MetricClock::nowUs();
+    for (int i = 0; i < 10000; ++i) {
+        const uint64_t now = MetricClock::nowUs();
+        ASSERT_GE(now, last);
+        last = now;
+    }
+    const auto steady0 = std::chrono::steady_clock::now();
+    const uint64_t us0 = MetricClock::nowUs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const uint64_t us1 = MetricClock::nowUs();
+    const auto steady_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::steady_clock::now() - steady0)
+            .count();
+    // Within 1 % (and the few microseconds between the paired reads).
+    EXPECT_NEAR(static_cast<double>(us1 - us0), static_cast<double>(steady_us),
+                steady_us * 0.01 + 50)
+        << "counter in use: " << MetricClock::usesTsc();
+    uint64_t fast = 0;
+    const uint64_t before = MetricClock::nowUs();
+    EXPECT_EQ(MetricClock::fastNowUs(fast), MetricClock::usesTsc());
+    if (MetricClock::usesTsc()) {
+        EXPECT_GE(fast, before);
+        EXPECT_LE(fast, MetricClock::nowUs());
+    }
 }
 
 // The whole exposition of a small set, byte for byte: names, HELP/TYPE
