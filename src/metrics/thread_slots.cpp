@@ -33,6 +33,7 @@ struct ThreadSlots::Shared {
     bool stopping = false;
     std::thread drainer;
     std::atomic<uint64_t> drain_passes{0};
+    std::atomic<uint64_t> full_rings{0};
 
     void drainAllLocked() {
         for (Block* b : live) b->drainLocked(fold, folded.data());
@@ -136,13 +137,20 @@ void ThreadSlots::Block::makeRoom(uint64_t head) {
     uint64_t t = tail_.load(std::memory_order_acquire);
     if (head - t >= kRingEvents) {
         // Full: the drain thread has not kept up (or could not start).
+        shared_->full_rings.fetch_add(1, std::memory_order_relaxed);
         std::lock_guard<std::mutex> lock(shared_->mu);
         drainLocked(shared_->fold, shared_->folded.data());
         t = head;
     }
     if (head - t >= kWakeAt) {
         shared_->kick();
-        next_check_ = t + kRingEvents;
+        // Lets the drain thread run now if it shares this CPU (or, under
+        // valgrind, the one lock every thread runs under): otherwise the
+        // writer may fill the ring and fold it itself, which is the very
+        // cost the ring moves off the request path. Until the drain thread
+        // has caught up, the writer asks again every kRecheck events.
+        std::this_thread::yield();
+        next_check_ = std::min(t + kRingEvents, head + kRecheck);
     } else {
         next_check_ = t + kWakeAt;
     }
@@ -218,6 +226,10 @@ std::vector<uint64_t> ThreadSlots::sum() const {
 size_t ThreadSlots::liveBlocks() const {
     std::lock_guard<std::mutex> lock(shared_->mu);
     return shared_->live.size();
+}
+
+uint64_t ThreadSlots::fullRings() const {
+    return shared_->full_rings.load(std::memory_order_relaxed);
 }
 
 uint64_t ThreadSlots::drainPasses() const {

@@ -47,6 +47,7 @@ class ThreadSlots {
     // back-to-back requests) before the writer must drain the ring itself.
     static constexpr uint64_t kRingEvents = 4096;
     static constexpr uint64_t kWakeAt = kRingEvents / 4;
+    static constexpr uint64_t kRecheck = kRingEvents / 16;
 
     struct Shared;
 
@@ -142,8 +143,10 @@ class ThreadSlots {
 
     // Blocks registered and not yet retired (tests).
     size_t liveBlocks() const;
-    // Times the drain thread has emptied the rings (tests).
+    // Times the drain thread has emptied the rings, and times a writer
+    // found its ring full and drained it itself (tests).
     uint64_t drainPasses() const;
+    uint64_t fullRings() const;
 
     // Clears the calling thread's cache: its blocks are being retired at
     // its exit.
