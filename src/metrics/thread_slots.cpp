@@ -10,7 +10,8 @@ namespace tent {
 namespace metrics {
 
 struct ThreadSlots::Shared {
-    Shared(size_t n, Fold f) : slots(n), fold(f), folded(n, 0) {}
+    Shared(size_t n, Fold f, bool drain_thread)
+        : slots(n), fold(f), folded(n, 0), stopping(!drain_thread) {}
     const size_t slots;
     const Fold fold;
     mutable std::mutex mu;
@@ -25,12 +26,13 @@ struct ThreadSlots::Shared {
     // False once the ThreadSlots is gone: nobody sums this set any more.
     std::atomic<bool> open{true};
 
-    // The drain thread, started by the first ring that reaches half full
-    // (a set whose rings never do runs none) and joined by ~ThreadSlots.
+    // The drain thread, started by the first ring that reaches kWakeAt (a
+    // set whose rings never do runs none) and joined by ~ThreadSlots;
+    // `stopping` from the start: the set runs none.
     std::mutex drain_mu;
     std::condition_variable drain_cv;
     bool kicked = false;
-    bool stopping = false;
+    bool stopping;
     std::thread drainer;
     std::atomic<uint64_t> drain_passes{0};
     std::atomic<uint64_t> full_rings{0};
@@ -158,10 +160,10 @@ void ThreadSlots::Block::makeRoom(uint64_t head) {
 
 void ThreadSlots::pushSlow(const Event& event) { localSlow().push(event); }
 
-ThreadSlots::ThreadSlots(size_t slots, Fold fold)
+ThreadSlots::ThreadSlots(size_t slots, Fold fold, bool drain_thread)
     : slots_(slots),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)),
-      shared_(std::make_shared<Shared>(slots, fold)) {}
+      shared_(std::make_shared<Shared>(slots, fold, drain_thread)) {}
 
 ThreadSlots::~ThreadSlots() {
     shared_->stopDrainer();

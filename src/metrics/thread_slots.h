@@ -112,8 +112,10 @@ class ThreadSlots {
     };
 
     // `fold` turns pushed events into slot counts (null: the set takes no
-    // events).
-    explicit ThreadSlots(size_t slots, Fold fold = nullptr);
+    // events). Without `drain_thread` (tests) only sums and full rings'
+    // writers drain.
+    explicit ThreadSlots(size_t slots, Fold fold = nullptr,
+                         bool drain_thread = true);
     ~ThreadSlots();
     ThreadSlots(const ThreadSlots&) = delete;
     ThreadSlots& operator=(const ThreadSlots&) = delete;
