@@ -89,6 +89,72 @@ TEST(NetIoTest, APassedDeadlineStillMovesBytesThatNeedNoWait) {
     ::close(sv[1]);
 }
 
+// Fills `fd`'s send buffer, so the next send is cut wherever the reader's
+// draining leaves room.
+size_t fillSendBuffer(int fd) {
+    std::vector<char> filler(4096, 'f');
+    size_t sent = 0;
+    for (;;) {
+        ssize_t n = ::send(fd, filler.data(), filler.size(), MSG_DONTWAIT);
+        if (n <= 0) return sent;
+        sent += static_cast<size_t>(n);
+    }
+}
+
+TEST(NetIoTest, AHeaderAndPayloadArriveWholeAndInOrderThroughPartialSends) {
+    // sendAll(head, buf) goes out in as many sendmsg() calls as the
+    // socket buffer needs; each cut (inside the header, at its end, inside
+    // the payload) must resume at the right byte. Also the forms the TCP
+    // target uses: no header (later slices) and no payload.
+    const std::vector<std::pair<size_t, size_t>> shapes = {
+        {16, 300 * 1024}, {0, 70 * 1024}, {24, 0}, {16, 1}};
+    for (auto [head_len, len] : shapes) {
+        SCOPED_TRACE("head " + std::to_string(head_len) + ", payload " +
+                     std::to_string(len));
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        setSendBuffer(sv[0], 4096);
+        std::vector<char> head(head_len), payload(len);
+        for (size_t i = 0; i < head_len; ++i) head[i] = char('A' + i % 26);
+        for (size_t i = 0; i < len; ++i) payload[i] = char(i * 7 % 251);
+        const size_t filler = fillSendBuffer(sv[0]);
+        std::vector<char> got(filler + head_len + len);
+        std::thread reader([&] {
+            // Odd-sized reads, so the sender's cuts land anywhere.
+            for (size_t done = 0; done < got.size();) {
+                size_t n = std::min<size_t>(1013, got.size() - done);
+                if (!recvAll(sv[1], got.data() + done, n, deadlineIn(kBoundMs))
+                         .ok()) {
+                    return;
+                }
+                done += n;
+            }
+        });
+        EXPECT_EQ(sendAll(sv[0], head.data(), head_len, payload.data(), len,
+                          deadlineIn(kBoundMs)),
+                  Status::OK());
+        reader.join();
+        EXPECT_EQ(std::string(got.data(), filler), std::string(filler, 'f'));
+        EXPECT_TRUE(std::equal(head.begin(), head.end(), got.begin() + filler));
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(),
+                               got.begin() + filler + head_len));
+        // Nothing more was sent.
+        char extra;
+        EXPECT_EQ(::recv(sv[1], &extra, 1, MSG_DONTWAIT), -1);
+        ::close(sv[0]);
+        ::close(sv[1]);
+    }
+}
+
+TEST(NetIoTest, AHeaderAndPayloadToAClosedPeerFail) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ::close(sv[1]);
+    EXPECT_EQ(sendAll(sv[0], "head", 4, "payload", 7, deadlineIn(kBoundMs)),
+              Status::RpcServiceError("send failed: Broken pipe"));
+    ::close(sv[0]);
+}
+
 TEST(NetIoTest, ClosedPeerAndTruncationAreReported) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

@@ -44,12 +44,17 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
     req.length = length;
     unsigned char head[tcp_wire::kRequestHeaderBytes];
     tcp_wire::encode(req, head);
-    CHECK_STATUS(
-        net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
+    if (is_write && !stager) {
+        // The header leaves with the payload, in one system call and the
+        // same segments.
+        CHECK_STATUS(net::sendAll(fd, head, sizeof(head), local, length,
+                                  stepDeadline(timeout_ms)));
+    } else {
+        CHECK_STATUS(
+            net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
+    }
     if (is_write && stager) {
         CHECK_STATUS(stager->send(fd, local, length, stepDeadline(timeout_ms)));
-    } else if (is_write) {
-        CHECK_STATUS(net::sendAll(fd, local, length, stepDeadline(timeout_ms)));
     }
     unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
     CHECK_STATUS(net::recvAll(fd, reply_buf, sizeof(reply_buf),
