@@ -160,6 +160,35 @@ Status recvAll(int fd, void* buf, size_t len, Deadline deadline, size_t* got,
     return Status::OK();
 }
 
+Status recvHeader(int fd, void* head, size_t head_len, void* buf, size_t len,
+                  Deadline deadline, size_t* early) {
+    *early = 0;
+    size_t done = 0;  // over the header and `buf` together
+    while (done < head_len) {
+        pollfd pfd{fd, POLLIN, 0};
+        int rc = ::poll(&pfd, 1, remainingMs(deadline));
+        if (rc == 0) return Status::RpcServiceError("recv timed out");
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            return failed("poll", errno);
+        }
+        iovec iov[2] = {{static_cast<char*>(head) + done, head_len - done},
+                        {buf, len}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = len > 0 ? 2 : 1;
+        ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+        if (n == 0) return Status::RpcServiceError("connection closed by peer");
+        if (n < 0) {
+            if (transient(errno)) continue;
+            return failed("recv", errno);
+        }
+        done += static_cast<size_t>(n);
+    }
+    *early = done - head_len;
+    return Status::OK();
+}
+
 Status recvPayload(int fd, void* buf, size_t len, Deadline deadline) {
     CrossProcessOrderedCopy scope;
     return recvAll(fd, buf, len, deadline);

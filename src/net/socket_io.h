@@ -56,6 +56,18 @@ Status sendAll(int fd, const void* head, size_t head_len, const void* buf,
 Status recvAll(int fd, void* buf, size_t len, Deadline deadline,
                size_t* got = nullptr, bool* closed = nullptr);
 
+// Receives a reply's `head_len`-byte header, and into `buf` as much of the
+// `len` bytes that follow it as arrives with it (one recvmsg() for both),
+// returning once the header is complete; `*early` says how many of
+// `buf`'s bytes came. For a reply read right after its request went out:
+// it waits before each read, since a read at once would find nothing and
+// cost a system call per request (with the deadline passed, the wait is a
+// check that does not block, as recvAll()'s first attempt). `buf` gets
+// bytes before the caller has checked the header, so it must be memory
+// the reply may fill anyway.
+Status recvHeader(int fd, void* head, size_t head_len, void* buf, size_t len,
+                  Deadline deadline, size_t* early);
+
 // recvAll()/sendAll() for the payload of a one-sided transfer, between a
 // socket and memory a remote initiator addresses. Such bytes are ordered by
 // the initiator, in another process: it WRITEs a block on one connection

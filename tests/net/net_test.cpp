@@ -155,6 +155,46 @@ TEST(NetIoTest, AHeaderAndPayloadToAClosedPeerFail) {
     ::close(sv[0]);
 }
 
+TEST(NetIoTest, AReplyHeaderTakesThePayloadThatCameWithIt) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    // Header and the first payload bytes together: one read takes both.
+    ASSERT_EQ(::send(sv[0], "HEADpayl", 8, 0), 8);
+    char head[4] = {}, buf[16] = {};
+    size_t early = 99;
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::OK());
+    EXPECT_EQ(std::string(head, 4), "HEAD");
+    EXPECT_EQ(early, 4u);
+    EXPECT_EQ(std::string(buf, 4), "payl");
+    // A header cut in two: it returns once the header is whole, without
+    // waiting for payload (none follows a refusal).
+    std::thread sender([&] {
+        ::send(sv[0], "HE", 2, 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ::send(sv[0], "AD", 2, 0);
+    });
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::OK());
+    sender.join();
+    EXPECT_EQ(std::string(head, 4), "HEAD");
+    EXPECT_EQ(early, 0u);
+    // A passed deadline still takes what is there, and only then fires.
+    Deadline passed = Clock::now() - std::chrono::milliseconds(1);
+    ASSERT_EQ(::send(sv[0], "HEAD", 4, 0), 4);
+    EXPECT_EQ(recvHeader(sv[1], head, 4, nullptr, 0, passed, &early),
+              Status::OK());
+    EXPECT_EQ(recvHeader(sv[1], head, 4, nullptr, 0, passed, &early),
+              Status::RpcServiceError("recv timed out"));
+    ::close(sv[0]);
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::RpcServiceError("connection closed by peer"));
+    ::close(sv[1]);
+}
+
 TEST(NetIoTest, ClosedPeerAndTruncationAreReported) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
