@@ -376,6 +376,36 @@ TEST(NetServerTest, AStreamingConnectionKeepsItsThread) {
     }
 }
 
+TEST(NetServerTest, AClientsCloseEndsTheLingerWithoutARequest) {
+    // The thread lingering on a connection tells the client's close from
+    // a request by the poll events alone (no read per request): a close
+    // is not counted as a lingered request, and the connection goes.
+    EchoServer echo(lingering(1, kMaxLingerUs, 60000));
+    int fd = connectLoopback(echo.port());
+    ASSERT_EQ(roundTrip(fd, 'a'), "a");
+    ::close(fd);
+    EXPECT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.open == 0; }));
+    EXPECT_EQ(echo.server().stats().lingered, 0u);
+}
+
+TEST(NetServerTest, ARequestSentJustBeforeTheClientsCloseIsAnswered) {
+    // The request and the close arrive together while the thread lingers:
+    // the request is still served (through the event loop), then the
+    // connection is closed.
+    EchoServer echo(lingering(1, kMaxLingerUs, 60000));
+    int fd = connectLoopback(echo.port());
+    ASSERT_EQ(roundTrip(fd, 'a'), "a");
+    char byte = 'b';
+    ASSERT_EQ(::send(fd, &byte, 1, MSG_NOSIGNAL), 1);
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    char back = 0;
+    ASSERT_EQ(recvAll(fd, &back, 1, deadlineIn(kBoundMs)), Status::OK());
+    EXPECT_EQ(back, 'b');
+    EXPECT_TRUE(closedByServer(fd));
+    ::close(fd);
+}
+
 TEST(NetServerTest, ASteadyConnectionHandsItsThreadBackEveryTurn) {
     // One thread, a 100 ms linger and a client that never pauses: without
     // linger_turn_ms it would keep the thread for as long as it streams,
