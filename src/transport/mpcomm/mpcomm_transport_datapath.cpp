@@ -149,8 +149,8 @@ inline void recordIssue(MpcommTask& task, MpcommTransferHandle handle,
 }
 
 // The first of `sub`'s `count` tasks that still holds an MPComm handle,
-// or `count`: finished tasks gave their handles up, so a sub-batch of finished
-// tasks is freed or recycled without the adapter or the gate.
+// or `count`: finished tasks gave their handles up, so a sub-batch of
+// finished tasks is freed or recycled without the adapter or the gate.
 inline size_t firstHeldHandle(const MpcommSubBatch& sub, size_t count) {
     size_t i = 0;
     while (i < count &&
