@@ -87,6 +87,12 @@ SOFT_DIR="$BUILD_SAN_PREFIX-$SAN-soft"
 ON_DIR="$BUILD_SAN_PREFIX-$SAN-on"
 SAN_PREFIX="$ROOT/.prefix/softmpcomm-$SAN"
 
+# -O1 -g1: the sanitizers' own advice for speed, and line tables are all a
+# report needs; the builds compile in about half the time of -O2 -g.
+SAN_BUILD_ARGS=("${LAUNCHER_ARGS[@]}"
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+
 # CHECK_SCOPE=ci in the ON configuration: every test but these.
 CI_EXCLUDE='^(tent_mpcomm_configure_.*|tent_bench_report_test)$'
 
@@ -94,7 +100,7 @@ configure_tent() {  # <build dir> <cmake args...>
   local dir="$1"
   shift
   cmake -S "$ROOT" -B "$dir" -DTENT_SANITIZE="$TENT_SANITIZE" \
-    -DBUILD_PYTHON=OFF -DBUILD_UNIT_TESTS=ON "$@" >/dev/null
+    -DBUILD_PYTHON=OFF -DBUILD_UNIT_TESTS=ON "${SAN_BUILD_ARGS[@]}" "$@" >/dev/null
 }
 
 if [ "$CHECK_SCOPE" = all ]; then
@@ -108,7 +114,7 @@ fi
 step "$SAN: build softmpcomm in $SOFT_DIR, install into $SAN_PREFIX"
 cmake -S "$ROOT/softmpcomm" -B "$SOFT_DIR" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$SAN_FLAGS" \
-  -DCMAKE_C_FLAGS="$SAN_FLAGS" >/dev/null
+  -DCMAKE_C_FLAGS="$SAN_FLAGS" "${SAN_BUILD_ARGS[@]}" >/dev/null
 cmake --build "$SOFT_DIR" -j"$JOBS"
 cmake --install "$SOFT_DIR" --prefix "$SAN_PREFIX" >/dev/null
 # expect_loads <binary> <directory>: the dynamic loader resolves

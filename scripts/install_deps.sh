@@ -11,7 +11,7 @@ PACKAGES=(
   binutils procps valgrind
   clang llvm libclang-rt-dev
   libhiredis-dev libcurl4-openssl-dev redis-server etcd-server python3-aiohttp
-  prometheus
+  prometheus ccache
   python3-build python3-wheel python3-setuptools python3-venv patchelf
 )
 

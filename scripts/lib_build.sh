@@ -12,6 +12,19 @@ BUILD_SOFT="${BUILD_SOFT:-$ROOT/build-softmpcomm}"
 SOFT_PREFIX="${SOFT_PREFIX:-$ROOT/.prefix/softmpcomm}"
 BUILD_ON="${BUILD_ON:-$ROOT/build-mpcomm}"
 
+# ccache, where installed (scripts/install_deps.sh installs it), compiles
+# each translation unit once for the OFF, ON and CUDA builds of one run:
+# most of them preprocess to the same text in all three. TENT_CCACHE=0
+# turns it off. Paths are hashed relative to ROOT, so build dirs and
+# checkouts under one ROOT share entries.
+LAUNCHER_ARGS=()
+if [ "${TENT_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1; then
+  LAUNCHER_ARGS=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+fi
+
 # step NAME: a banner with the seconds since the first step, so that a CI
 # log shows where the time goes.
 TENT_STEP_T0="${TENT_STEP_T0:-$(date +%s)}"
@@ -20,13 +33,15 @@ step() { echo; echo "==> [$(($(date +%s) - TENT_STEP_T0))s] $*"; }
 
 build_off() {
   step "configure + build USE_MPCOMM=OFF in $BUILD_OFF"
-  cmake -S "$ROOT" -B "$BUILD_OFF" -DUSE_MPCOMM=OFF -DBUILD_UNIT_TESTS=ON
+  cmake -S "$ROOT" -B "$BUILD_OFF" -DUSE_MPCOMM=OFF -DBUILD_UNIT_TESTS=ON \
+    "${LAUNCHER_ARGS[@]}"
   cmake --build "$BUILD_OFF" -j"$JOBS"
 }
 
 build_softmpcomm() {
   step "build softmpcomm and install it into $SOFT_PREFIX"
-  cmake -S "$ROOT/softmpcomm" -B "$BUILD_SOFT" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$ROOT/softmpcomm" -B "$BUILD_SOFT" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "${LAUNCHER_ARGS[@]}"
   cmake --build "$BUILD_SOFT" -j"$JOBS"
   cmake --install "$BUILD_SOFT" --prefix "$SOFT_PREFIX" >/dev/null
 }
@@ -35,7 +50,7 @@ build_softmpcomm() {
 build_on() {
   step "configure + build USE_MPCOMM=ON against $SOFT_PREFIX in $BUILD_ON"
   cmake -S "$ROOT" -B "$BUILD_ON" -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_PREFIX" \
-    -DBUILD_UNIT_TESTS=ON
+    -DBUILD_UNIT_TESTS=ON "${LAUNCHER_ARGS[@]}"
   cmake --build "$BUILD_ON" -j"$JOBS" ${1:+--target "$@"}
   export LD_LIBRARY_PATH="$SOFT_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
@@ -73,7 +88,7 @@ build_softmpcomm_cuda() {
   step "build softmpcomm with CUDA (toolkit $toolkit) into $SOFT_CUDA_PREFIX"
   cmake -S "$ROOT/softmpcomm" -B "$BUILD_SOFT_CUDA" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTMPCOMM_BUILD_TESTS=OFF \
-    -DSOFTMPCOMM_USE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit"
+    -DSOFTMPCOMM_USE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit" "${LAUNCHER_ARGS[@]}"
   cmake --build "$BUILD_SOFT_CUDA" -j"$JOBS"
   cmake --install "$BUILD_SOFT_CUDA" --prefix "$SOFT_CUDA_PREFIX" >/dev/null
 }
@@ -84,7 +99,8 @@ build_cuda() {
   toolkit="$(cuda_toolkit_root)"
   step "configure + build USE_CUDA=ON (toolkit $toolkit) against $SOFT_CUDA_PREFIX in $BUILD_CUDA"
   cmake -S "$ROOT" -B "$BUILD_CUDA" -DUSE_CUDA=ON -DCUDAToolkit_ROOT="$toolkit" \
-    -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_CUDA_PREFIX" -DBUILD_UNIT_TESTS=ON
+    -DUSE_MPCOMM=ON -DMPCOMM_ROOT="$SOFT_CUDA_PREFIX" -DBUILD_UNIT_TESTS=ON \
+    "${LAUNCHER_ARGS[@]}"
   cmake --build "$BUILD_CUDA" -j"$JOBS" ${1:+--target "$@"}
   export LD_LIBRARY_PATH="$SOFT_CUDA_PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }

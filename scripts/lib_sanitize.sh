@@ -16,13 +16,13 @@ FUZZ_TARGETS=(fuzz_mpcomm_port fuzz_mpcomm_endpoint fuzz_config_loader
 build_fuzz() {
   step "configure + build the fuzz targets (clang, TENT_FUZZ=ON) in $BUILD_FUZZ"
   CC=clang CXX=clang++ cmake -S "$ROOT" -B "$BUILD_FUZZ" -DTENT_FUZZ=ON \
-    -DBUILD_UNIT_TESTS=OFF -DBUILD_PYTHON=OFF >/dev/null
+    -DBUILD_UNIT_TESTS=OFF -DBUILD_PYTHON=OFF "${LAUNCHER_ARGS[@]}" >/dev/null
   cmake --build "$BUILD_FUZZ" -j"$JOBS" --target "${FUZZ_TARGETS[@]}"
 }
 
 build_fuzz_softmpcomm() {
   step "configure + build softmpcomm's fuzzer (clang) in $BUILD_FUZZ_SOFT"
   CC=clang CXX=clang++ cmake -S "$SOFTMPCOMM_SRC" -B "$BUILD_FUZZ_SOFT" \
-    -DSOFTMPCOMM_FUZZ=ON >/dev/null
+    -DSOFTMPCOMM_FUZZ=ON "${LAUNCHER_ARGS[@]}" >/dev/null
   cmake --build "$BUILD_FUZZ_SOFT" -j"$JOBS"
 }

@@ -101,6 +101,39 @@ Status sendAll(int fd, const void* buf, size_t len, Deadline deadline) {
     return Status::OK();
 }
 
+Status sendAll(int fd, const void* head, size_t head_len, const void* buf,
+               size_t len, Deadline deadline) {
+    iovec iov[2] = {{const_cast<void*>(head), head_len},
+                    {const_cast<void*>(buf), len}};
+    iovec* next = iov;
+    int count = 2;
+    // As in sendAll(): the first attempt does not wait.
+    for (bool first = true; count > 0; first = false) {
+        if (!first) CHECK_STATUS(waitReady(fd, POLLOUT, deadline, "send"));
+        msghdr msg{};
+        msg.msg_iov = next;
+        msg.msg_iovlen = static_cast<size_t>(count);
+        ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (transient(errno)) continue;
+            return failed("send", errno);
+        }
+        // Drops what left (empty buffers included) and trims the first
+        // one partly sent.
+        size_t sent = static_cast<size_t>(n);
+        while (count > 0 && sent >= next->iov_len) {
+            sent -= next->iov_len;
+            ++next;
+            --count;
+        }
+        if (count > 0) {
+            next->iov_base = static_cast<char*>(next->iov_base) + sent;
+            next->iov_len -= sent;
+        }
+    }
+    return Status::OK();
+}
+
 Status recvAll(int fd, void* buf, size_t len, Deadline deadline, size_t* got,
                bool* closed) {
     char* p = static_cast<char*>(buf);
@@ -127,6 +160,35 @@ Status recvAll(int fd, void* buf, size_t len, Deadline deadline, size_t* got,
     return Status::OK();
 }
 
+Status recvHeader(int fd, void* head, size_t head_len, void* buf, size_t len,
+                  Deadline deadline, size_t* early) {
+    *early = 0;
+    size_t done = 0;  // over the header and `buf` together
+    while (done < head_len) {
+        pollfd pfd{fd, POLLIN, 0};
+        int rc = ::poll(&pfd, 1, remainingMs(deadline));
+        if (rc == 0) return Status::RpcServiceError("recv timed out");
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            return failed("poll", errno);
+        }
+        iovec iov[2] = {{static_cast<char*>(head) + done, head_len - done},
+                        {buf, len}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = len > 0 ? 2 : 1;
+        ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+        if (n == 0) return Status::RpcServiceError("connection closed by peer");
+        if (n < 0) {
+            if (transient(errno)) continue;
+            return failed("recv", errno);
+        }
+        done += static_cast<size_t>(n);
+    }
+    *early = done - head_len;
+    return Status::OK();
+}
+
 Status recvPayload(int fd, void* buf, size_t len, Deadline deadline) {
     CrossProcessOrderedCopy scope;
     return recvAll(fd, buf, len, deadline);
@@ -135,6 +197,12 @@ Status recvPayload(int fd, void* buf, size_t len, Deadline deadline) {
 Status sendPayload(int fd, const void* buf, size_t len, Deadline deadline) {
     CrossProcessOrderedCopy scope;
     return sendAll(fd, buf, len, deadline);
+}
+
+Status sendPayload(int fd, const void* head, size_t head_len, const void* buf,
+                   size_t len, Deadline deadline) {
+    CrossProcessOrderedCopy scope;
+    return sendAll(fd, head, head_len, buf, len, deadline);
 }
 
 Status discard(int fd, uint64_t len, Deadline deadline) {

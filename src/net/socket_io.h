@@ -12,6 +12,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstddef>
@@ -42,11 +43,30 @@ Status waitReady(int fd, short events, Deadline deadline, const char* what);
 // no waiting.
 Status sendAll(int fd, const void* buf, size_t len, Deadline deadline);
 
+// sendAll() of `head` then `buf` as one stream, one sendmsg() per attempt:
+// a frame header and the payload after it leave in the same segments, so a
+// header costs neither a system call nor a TCP segment of its own (each
+// segment on loopback also runs the receiver's TCP input on this thread).
+Status sendAll(int fd, const void* head, size_t head_len, const void* buf,
+               size_t len, Deadline deadline);
+
 // Receives exactly `len` bytes. When given, `*got` says how many arrived
 // and `*closed` whether the peer closed the connection first, so a caller
 // can tell a clean close (0 bytes) from a truncated frame.
 Status recvAll(int fd, void* buf, size_t len, Deadline deadline,
                size_t* got = nullptr, bool* closed = nullptr);
+
+// Receives a reply's `head_len`-byte header, and into `buf` as much of the
+// `len` bytes that follow it as arrives with it (one recvmsg() for both),
+// returning once the header is complete; `*early` says how many of
+// `buf`'s bytes came. For a reply read right after its request went out:
+// it waits before each read, since a read at once would find nothing and
+// cost a system call per request (with the deadline passed, the wait is a
+// check that does not block, as recvAll()'s first attempt). `buf` gets
+// bytes before the caller has checked the header, so it must be memory
+// the reply may fill anyway.
+Status recvHeader(int fd, void* head, size_t head_len, void* buf, size_t len,
+                  Deadline deadline, size_t* early);
 
 // recvAll()/sendAll() for the payload of a one-sided transfer, between a
 // socket and memory a remote initiator addresses. Such bytes are ordered by
@@ -59,6 +79,11 @@ Status recvAll(int fd, void* buf, size_t len, Deadline deadline,
 // checked.
 Status recvPayload(int fd, void* buf, size_t len, Deadline deadline);
 Status sendPayload(int fd, const void* buf, size_t len, Deadline deadline);
+// The payload after a frame header, both sent as by the two-buffer
+// sendAll() and left unrecorded under TSan as above (the header is the
+// caller's own).
+Status sendPayload(int fd, const void* head, size_t head_len, const void* buf,
+                   size_t len, Deadline deadline);
 
 // Reads and drops `len` bytes through a fixed scratch buffer (the payload
 // of a refused request), so the stream stays in step without allocating

@@ -426,12 +426,13 @@ bool StreamServer::lingerForNext(Conn& conn, Deadline turn_end) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
     timespec ts{static_cast<time_t>(ns / 1000000000),
                 static_cast<long>(ns % 1000000000)};
-    pollfd pfd{conn.c.fd, POLLIN, 0};
+    // POLLRDHUP tells the client's close (or an error) from a request
+    // without a recv(MSG_PEEK) per request; on any such sign the
+    // connection goes back to the event loop, which serves what is left
+    // unread and then finishes it.
+    pollfd pfd{conn.c.fd, POLLIN | POLLRDHUP, 0};
     if (::ppoll(&pfd, 1, &ts, nullptr) <= 0 || stopping_) return false;
-    // Readable with nothing to read is the client's close: the event loop
-    // sees it too and finishes the connection.
-    char byte;
-    if (::recv(conn.c.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return false;
+    if (pfd.revents != POLLIN) return false;
     lingered_.fetch_add(1, std::memory_order_relaxed);
     return true;
 }

@@ -66,21 +66,28 @@ EngineBatchTable::EngineBatchTable()
     liveTables()[uid_] = this;
 }
 
-Transport::SubBatchRef EngineBatch::subOf(Transport* transport, Status& s) {
-    // A batch uses one or two transports: a scan beats a map.
-    for (size_t i = 0; i < sub_count; ++i) {
-        if (subAt(i).first == transport) return subAt(i).second;
-    }
-    Transport::SubBatchRef sub = nullptr;
-    s = transport->allocateSubBatch(sub, capacity);
-    if (!s.ok()) return nullptr;
-    if (sub_count < kInlineSubs) {
-        inline_subs[sub_count] = {transport, sub};
-    } else {
-        more_subs.emplace_back(transport, sub);
-    }
+EngineBatch::SubEntry& EngineBatch::addSub(Transport* transport) {
+    SubEntry& entry = sub_count < kInlineSubs ? inline_subs[sub_count]
+                                              : more_subs.emplace_back();
+    entry.transport = transport;
     ++sub_count;
-    return sub;
+    return entry;
+}
+
+Transport::SubBatchRef EngineBatch::refitSub(SubEntry& entry, Status& s) {
+    if (entry.sub == nullptr) {
+        s = entry.transport->allocateSubBatch(entry.sub, capacity);
+    } else {
+        s = entry.transport->recycleSubBatch(entry.sub, capacity);
+    }
+    if (!s.ok()) {
+        // Left for the next submission to try again.
+        entry.sub = nullptr;
+        return nullptr;
+    }
+    entry.capacity = capacity;
+    entry.live = true;
+    return entry.sub;
 }
 
 EngineBatch::Claim EngineBatch::claim(uint32_t expected, uint64_t flags) {
@@ -130,15 +137,23 @@ void EngineBatch::waitUnpinned() const {
 void EngineBatch::reset() {
     for (size_t i = 0; i < sub_count; ++i) {
         SubEntry& entry = subAt(i);
-        Status s = entry.first->freeSubBatch(entry.second);
+        if (!entry.live) continue;
+        entry.live = false;
+        // Emptied now, not when the slot is next used: what its tasks
+        // hold goes back at the free. A large one is freed, as the tasks
+        // are (kKeptTasks).
+        const bool keep = entry.capacity <= kKeptTasks;
+        Status s =
+            keep ? entry.transport->recycleSubBatch(entry.sub, entry.capacity)
+                 : entry.transport->freeSubBatch(entry.sub);
+        if (keep && s.ok()) continue;
         if (!s.ok()) {
-            LOG(WARNING) << "Transport " << entry.first->getName()
-                         << " could not free a sub-batch: " << s.message();
+            LOG(WARNING) << "Transport " << entry.transport->getName()
+                         << " could not " << (keep ? "recycle" : "free")
+                         << " a sub-batch: " << s.message();
         }
-        entry = SubEntry();
+        entry.sub = nullptr;
     }
-    more_subs.clear();
-    sub_count = 0;
     // Only a failover adds a route, and no reader is left (see below).
     if (!routes.emptyUnsynchronized()) routes.release();
     // No reader or submitter can reach the batch (see the declaration), so
@@ -151,6 +166,22 @@ void EngineBatch::reset() {
     open_hooks.store(0, std::memory_order_relaxed);
     published.store(0, std::memory_order_relaxed);
     if (tasks.size() > kKeptTasks) std::vector<TaskRef>().swap(tasks);
+}
+
+void EngineBatch::releaseSubs() {
+    for (size_t i = 0; i < sub_count; ++i) {
+        SubEntry& entry = subAt(i);
+        if (entry.sub != nullptr) {
+            Status s = entry.transport->freeSubBatch(entry.sub);
+            if (!s.ok()) {
+                LOG(WARNING) << "Transport " << entry.transport->getName()
+                             << " could not free a sub-batch: " << s.message();
+            }
+        }
+        entry = SubEntry();
+    }
+    more_subs.clear();
+    sub_count = 0;
 }
 
 EngineBatchTable::~EngineBatchTable() {
@@ -265,6 +296,8 @@ void EngineBatchTable::releaseAll() {
     std::lock_guard<std::mutex> lock(mu_);
     for (uint32_t slot = 0; slot < slot_count_; ++slot) {
         EngineBatch* batch = slotOf(slot);
+        // Free slots keep their last batch's sub-batches too.
+        batch->releaseSubs();
         const uint32_t generation = batch->generation();
         if ((generation & 1) == 0) continue;  // free already
         batch->state.store(EngineBatch::idleState(nextGeneration(generation)),

@@ -169,7 +169,17 @@ struct EngineBatch {
         Notification notifi;
         bool done = false;
     };
-    using SubEntry = std::pair<Transport*, Transport::SubBatchRef>;
+    // A transport's sub-batch, kept with the slot from one batch to the
+    // next (a thread that frees a batch and allocates one gets the same
+    // slot back, EngineSlotCache): emptied by recycleSubBatch() when its
+    // batch is freed, it serves the slot's next batch of the same capacity
+    // without an allocation.
+    struct SubEntry {
+        Transport* transport = nullptr;
+        Transport::SubBatchRef sub = nullptr;  // null: none held
+        size_t capacity = 0;                   // what `sub` holds room for
+        bool live = false;  // the batch allocated now has used it
+    };
 
     // (generation << kFlagBits) | flags. The generation is odd while
     // allocated (see the file comment); a submission or a free owns the
@@ -201,8 +211,9 @@ struct EngineBatch {
     std::vector<TaskRef> tasks;
 
     // The holder of a flag in `state` (or the freer, once the generation
-    // moved) owns these: the sub-batches, inline for the first two
-    // transports so that a batch allocates nothing for them.
+    // moved) owns these: the sub-batches, one entry per transport the
+    // slot's batches used, inline for the first two transports so that a
+    // batch allocates nothing for them.
     static constexpr size_t kInlineSubs = 2;
     std::array<SubEntry, kInlineSubs> inline_subs{};
     std::vector<SubEntry> more_subs;
@@ -211,12 +222,37 @@ struct EngineBatch {
     SubEntry& subAt(size_t i) {
         return i < kInlineSubs ? inline_subs[i] : more_subs[i - kInlineSubs];
     }
-    // The sub-batch of `transport`, allocated on first use; null when the
-    // transport refused to allocate one. Caller holds kSubmitting.
-    Transport::SubBatchRef subOf(Transport* transport, Status& s);
-    // Frees every sub-batch and empties the batch for reuse; called once
-    // no reader or submitter can reach it any more.
+    // subOf()'s slow paths: a new entry for `transport`, and a sub-batch of
+    // this batch's capacity for `entry` (allocated, or recycled from the
+    // one of another capacity it holds).
+    SubEntry& addSub(Transport* transport);
+    Transport::SubBatchRef refitSub(SubEntry& entry, Status& s);
+    // The sub-batch of `transport`, allocated (or taken from the slot's
+    // previous batch) on first use; null when the transport refused to
+    // allocate one. Caller holds kSubmitting. Inline: a batch's first
+    // submission takes the sub-batch its slot kept (one or two transports:
+    // a scan beats a map).
+    Transport::SubBatchRef subOf(Transport* transport, Status& s) {
+        for (size_t i = 0; i < sub_count; ++i) {
+            SubEntry& entry = subAt(i);
+            if (entry.transport != transport) continue;
+            if (!entry.live) {
+                // Kept from the slot's previous batch, emptied at its free.
+                if (entry.sub == nullptr || entry.capacity != capacity) {
+                    return refitSub(entry, s);
+                }
+                entry.live = true;
+            }
+            return entry.sub;
+        }
+        return refitSub(addSub(transport), s);
+    }
+    // Empties the batch for reuse, its sub-batches recycled (or freed when
+    // large); called once no reader or submitter can reach it any more.
     void reset();
+    // Frees every sub-batch the slot holds, used or kept (teardown, and
+    // only while the transports still exist).
+    void releaseSubs();
 
     // Notifications waiting for their submission's tasks; hooks_mu guards
     // `hooks`, and open_hooks (how many are not done) lets a status read
@@ -348,8 +384,9 @@ class EngineBatchTable {
     // readers pinned while it held kClosing (EngineBatch::waitUnpinned), so
     // none is left and no new reader or submitter gets in.
     void recycle(EngineBatch* batch);
-    // Frees the sub-batches of every batch still allocated (teardown, no
-    // call running).
+    // Frees the sub-batches every slot holds, of batches still allocated
+    // and those kept for reuse, and frees the batches still allocated
+    // (teardown, no call running).
     void releaseAll();
     // Calls `visit` with every batch allocated now, each pinned by its
     // current generation while visited (the progress worker).

@@ -15,6 +15,13 @@ Status Transport::install(std::string& local_segment_name,
 
 Status Transport::uninstall() { return Status::OK(); }
 
+Status Transport::recycleSubBatch(SubBatchRef& batch, size_t max_size) {
+    Status s = freeSubBatch(batch);
+    batch = nullptr;  // a transport's free may leave it set when it failed
+    if (!s.ok()) return s;
+    return allocateSubBatch(batch, max_size);
+}
+
 Status Transport::unsupported(const char* operation) const {
     return Status::NotImplemented(std::string(getName()) +
                                   " transport does not support " + operation);

@@ -22,6 +22,29 @@ inline size_t threadsOf(const std::string& pid = "self") {
     return n;
 }
 
+// The thread ids of process `pid` now (/proc/<pid>/task).
+inline std::set<long> threadIdsOf(const std::string& pid = "self") {
+    std::set<long> out;
+    const std::string tasks = "/proc/" + pid + "/task";
+    DIR* dir = ::opendir(tasks.c_str());
+    if (!dir) return out;
+    while (dirent* e = ::readdir(dir)) {
+        if (e->d_name[0] != '.') out.insert(std::stol(e->d_name));
+    }
+    ::closedir(dir);
+    return out;
+}
+
+// Threads of this process now that were not in `before`. A count against a
+// baseline is not enough: a thread an earlier test joined can still be
+// listed in /proc for a moment after pthread_join returns (the kernel wakes
+// the joiner before it reaps the task), so the baseline can be one too high.
+inline size_t threadsStartedSince(const std::set<long>& before) {
+    size_t n = 0;
+    for (long tid : threadIdsOf()) n += before.count(tid) == 0;
+    return n;
+}
+
 // The inodes of the sockets process `pid` holds (/proc/<pid>/fd).
 inline std::set<unsigned long> socketInodes(const std::string& pid = "self") {
     std::set<unsigned long> out;

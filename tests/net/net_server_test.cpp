@@ -3,6 +3,8 @@
 // out of descriptors, stopping).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "kit/proc_probe.h"
 #include "net/net_test_support.h"
 
@@ -287,11 +289,11 @@ TEST(NetServerTest, StopReturnsWithBusyAndIdleConnectionsOpen) {
 TEST(NetServerTest, IdleConnectionsCostNoThreads) {
     ServerLimits limits;
     limits.server_threads = 3;
-    const size_t before = testing::threadsOf();
+    const std::set<long> before = testing::threadIdsOf();
     EchoServer echo(limits);
     EXPECT_EQ(echo.server().stats().threads, 3u);
     // The pool, and nothing else, whatever the connections.
-    EXPECT_EQ(testing::threadsOf(), before + 3);
+    EXPECT_EQ(testing::threadsStartedSince(before), 3u);
     std::vector<int> fds;
     for (int i = 0; i < 200; ++i) {
         fds.push_back(connectLoopback(echo.port()));
@@ -301,7 +303,7 @@ TEST(NetServerTest, IdleConnectionsCostNoThreads) {
     for (int fd : fds) EXPECT_EQ(roundTrip(fd, 'i'), "i");
     ASSERT_TRUE(echo.waitForStats(
         [](const StreamServer::Stats& s) { return s.idle == 200; }));
-    EXPECT_EQ(testing::threadsOf(), before + 3);
+    EXPECT_EQ(testing::threadsStartedSince(before), 3u);
     for (int fd : fds) ::close(fd);
 }
 
@@ -372,6 +374,36 @@ TEST(NetServerTest, AStreamingConnectionKeepsItsThread) {
         }
         ::close(fd);
     }
+}
+
+TEST(NetServerTest, AClientsCloseEndsTheLingerWithoutARequest) {
+    // The thread lingering on a connection tells the client's close from
+    // a request by the poll events alone (no read per request): a close
+    // is not counted as a lingered request, and the connection goes.
+    EchoServer echo(lingering(1, kMaxLingerUs, 60000));
+    int fd = connectLoopback(echo.port());
+    ASSERT_EQ(roundTrip(fd, 'a'), "a");
+    ::close(fd);
+    EXPECT_TRUE(echo.waitForStats(
+        [](const StreamServer::Stats& s) { return s.open == 0; }));
+    EXPECT_EQ(echo.server().stats().lingered, 0u);
+}
+
+TEST(NetServerTest, ARequestSentJustBeforeTheClientsCloseIsAnswered) {
+    // The request and the close arrive together while the thread lingers:
+    // the request is still served (through the event loop), then the
+    // connection is closed.
+    EchoServer echo(lingering(1, kMaxLingerUs, 60000));
+    int fd = connectLoopback(echo.port());
+    ASSERT_EQ(roundTrip(fd, 'a'), "a");
+    char byte = 'b';
+    ASSERT_EQ(::send(fd, &byte, 1, MSG_NOSIGNAL), 1);
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    char back = 0;
+    ASSERT_EQ(recvAll(fd, &back, 1, deadlineIn(kBoundMs)), Status::OK());
+    EXPECT_EQ(back, 'b');
+    EXPECT_TRUE(closedByServer(fd));
+    ::close(fd);
 }
 
 TEST(NetServerTest, ASteadyConnectionHandsItsThreadBackEveryTurn) {

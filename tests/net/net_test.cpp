@@ -89,6 +89,112 @@ TEST(NetIoTest, APassedDeadlineStillMovesBytesThatNeedNoWait) {
     ::close(sv[1]);
 }
 
+// Fills `fd`'s send buffer, so the next send is cut wherever the reader's
+// draining leaves room.
+size_t fillSendBuffer(int fd) {
+    std::vector<char> filler(4096, 'f');
+    size_t sent = 0;
+    for (;;) {
+        ssize_t n = ::send(fd, filler.data(), filler.size(), MSG_DONTWAIT);
+        if (n <= 0) return sent;
+        sent += static_cast<size_t>(n);
+    }
+}
+
+TEST(NetIoTest, AHeaderAndPayloadArriveWholeAndInOrderThroughPartialSends) {
+    // sendAll(head, buf) goes out in as many sendmsg() calls as the
+    // socket buffer needs; each cut (inside the header, at its end, inside
+    // the payload) must resume at the right byte. Also the forms the TCP
+    // target uses: no header (later slices) and no payload.
+    const std::vector<std::pair<size_t, size_t>> shapes = {
+        {16, 300 * 1024}, {0, 70 * 1024}, {24, 0}, {16, 1}};
+    for (auto [head_len, len] : shapes) {
+        SCOPED_TRACE("head " + std::to_string(head_len) + ", payload " +
+                     std::to_string(len));
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        setSendBuffer(sv[0], 4096);
+        std::vector<char> head(head_len), payload(len);
+        for (size_t i = 0; i < head_len; ++i) head[i] = char('A' + i % 26);
+        for (size_t i = 0; i < len; ++i) payload[i] = char(i * 7 % 251);
+        const size_t filler = fillSendBuffer(sv[0]);
+        std::vector<char> got(filler + head_len + len);
+        std::thread reader([&] {
+            // Odd-sized reads, so the sender's cuts land anywhere.
+            for (size_t done = 0; done < got.size();) {
+                size_t n = std::min<size_t>(1013, got.size() - done);
+                if (!recvAll(sv[1], got.data() + done, n, deadlineIn(kBoundMs))
+                         .ok()) {
+                    return;
+                }
+                done += n;
+            }
+        });
+        EXPECT_EQ(sendAll(sv[0], head.data(), head_len, payload.data(), len,
+                          deadlineIn(kBoundMs)),
+                  Status::OK());
+        reader.join();
+        EXPECT_EQ(std::string(got.data(), filler), std::string(filler, 'f'));
+        EXPECT_TRUE(std::equal(head.begin(), head.end(), got.begin() + filler));
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(),
+                               got.begin() + filler + head_len));
+        // Nothing more was sent.
+        char extra;
+        EXPECT_EQ(::recv(sv[1], &extra, 1, MSG_DONTWAIT), -1);
+        ::close(sv[0]);
+        ::close(sv[1]);
+    }
+}
+
+TEST(NetIoTest, AHeaderAndPayloadToAClosedPeerFail) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ::close(sv[1]);
+    EXPECT_EQ(sendAll(sv[0], "head", 4, "payload", 7, deadlineIn(kBoundMs)),
+              Status::RpcServiceError("send failed: Broken pipe"));
+    ::close(sv[0]);
+}
+
+TEST(NetIoTest, AReplyHeaderTakesThePayloadThatCameWithIt) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    // Header and the first payload bytes together: one read takes both.
+    ASSERT_EQ(::send(sv[0], "HEADpayl", 8, 0), 8);
+    char head[4] = {}, buf[16] = {};
+    size_t early = 99;
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::OK());
+    EXPECT_EQ(std::string(head, 4), "HEAD");
+    EXPECT_EQ(early, 4u);
+    EXPECT_EQ(std::string(buf, 4), "payl");
+    // A header cut in two: it returns once the header is whole, without
+    // waiting for payload (none follows a refusal).
+    std::thread sender([&] {
+        ::send(sv[0], "HE", 2, 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        ::send(sv[0], "AD", 2, 0);
+    });
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::OK());
+    sender.join();
+    EXPECT_EQ(std::string(head, 4), "HEAD");
+    EXPECT_EQ(early, 0u);
+    // A passed deadline still takes what is there, and only then fires.
+    Deadline passed = Clock::now() - std::chrono::milliseconds(1);
+    ASSERT_EQ(::send(sv[0], "HEAD", 4, 0), 4);
+    EXPECT_EQ(recvHeader(sv[1], head, 4, nullptr, 0, passed, &early),
+              Status::OK());
+    EXPECT_EQ(recvHeader(sv[1], head, 4, nullptr, 0, passed, &early),
+              Status::RpcServiceError("recv timed out"));
+    ::close(sv[0]);
+    EXPECT_EQ(recvHeader(sv[1], head, 4, buf, sizeof(buf), deadlineIn(kBoundMs),
+                         &early),
+              Status::RpcServiceError("connection closed by peer"));
+    ::close(sv[1]);
+}
+
 TEST(NetIoTest, ClosedPeerAndTruncationAreReported) {
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

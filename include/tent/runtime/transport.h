@@ -54,6 +54,14 @@ class Transport {
 
     virtual Status allocateSubBatch(SubBatchRef& batch, size_t max_size) = 0;
     virtual Status freeSubBatch(SubBatchRef& batch) = 0;
+    // Turns `batch`, one of this transport's whose tasks all read final,
+    // into an empty sub-batch of `max_size` tasks, as freeSubBatch() then
+    // allocateSubBatch() would: what its tasks held is let go now. The
+    // engine keeps a batch's sub-batches for the next batch allocated in
+    // the same place, so a transport whose allocation costs more than an
+    // emptying may override this. `batch` may change; it is null when this
+    // failed. The default frees and allocates.
+    virtual Status recycleSubBatch(SubBatchRef& batch, size_t max_size);
     // Requests beyond the sub-batch capacity: TooManyRequests, nothing
     // submitted. A request that cannot be issued fails its own task only.
     virtual Status submitTransferTasks(

@@ -148,6 +148,19 @@ inline void recordIssue(MpcommTask& task, MpcommTransferHandle handle,
         std::memory_order_relaxed);
 }
 
+// The first of `sub`'s `count` tasks that still holds an MPComm handle,
+// or `count`: finished tasks gave their handles up, so a sub-batch of
+// finished tasks is freed or recycled without the adapter or the gate.
+inline size_t firstHeldHandle(const MpcommSubBatch& sub, size_t count) {
+    size_t i = 0;
+    while (i < count &&
+           sub.tasks[i].mpcomm_handle.load(std::memory_order_acquire) ==
+               kInvalidMpcommTransferHandle) {
+        ++i;
+    }
+    return i;
+}
+
 }  // namespace
 
 Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
@@ -162,43 +175,52 @@ Status MpcommTransport::allocateSubBatch(SubBatchRef& batch, size_t max_size) {
     return Status::OK();
 }
 
+void MpcommTransport::releaseHandles(MpcommSubBatch& sub, size_t from,
+                                     size_t count) {
+    const uint64_t open = enterCall();
+    if (open == 0) return;
+    CallTicket ticket{this};
+    if (sub.generation != open) return;
+    // The adapter defers the release of a transfer still running.
+    for (size_t i = from; i < count; ++i) {
+        std::atomic<MpcommTransferHandle>& slot = sub.tasks[i].mpcomm_handle;
+        if (slot.load(std::memory_order_acquire) ==
+            kInvalidMpcommTransferHandle) {
+            continue;
+        }
+        MpcommTransferHandle handle =
+            slot.exchange(kInvalidMpcommTransferHandle);
+        if (handle != kInvalidMpcommTransferHandle) {
+            adapter_->releaseTransfer(handle);
+        }
+    }
+}
+
 Status MpcommTransport::freeSubBatch(SubBatchRef& batch) {
     MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(
             "MpcommTransport: freeSubBatch got a null or foreign sub-batch");
     }
-    // Finished tasks gave their handles up: a sub-batch of finished tasks
-    // needs neither the adapter nor the gate.
     const size_t count = sub->size();
-    size_t held = 0;
-    while (held < count &&
-           sub->tasks[held].mpcomm_handle.load(std::memory_order_acquire) ==
-               kInvalidMpcommTransferHandle) {
-        ++held;
-    }
-    const uint64_t open = held < count ? enterCall() : 0;
-    if (open != 0) {
-        CallTicket ticket{this};
-        if (sub->generation == open) {
-            // The adapter defers the release of a transfer still running.
-            for (size_t i = held; i < count; ++i) {
-                std::atomic<MpcommTransferHandle>& slot =
-                    sub->tasks[i].mpcomm_handle;
-                if (slot.load(std::memory_order_acquire) ==
-                    kInvalidMpcommTransferHandle) {
-                    continue;
-                }
-                MpcommTransferHandle handle =
-                    slot.exchange(kInvalidMpcommTransferHandle);
-                if (handle != kInvalidMpcommTransferHandle) {
-                    adapter_->releaseTransfer(handle);
-                }
-            }
-        }
-    }
+    const size_t held = firstHeldHandle(*sub, count);
+    if (held < count) releaseHandles(*sub, held, count);
     if (!subBatchPool().keep(sub)) delete sub;
     batch = nullptr;
+    return Status::OK();
+}
+
+Status MpcommTransport::recycleSubBatch(SubBatchRef& batch, size_t max_size) {
+    MpcommSubBatch* sub = asMpcomm(batch);
+    if (sub == nullptr || sub->capacity() != max_size) {
+        return Transport::recycleSubBatch(batch, max_size);
+    }
+    const size_t count = sub->size();
+    const size_t held = firstHeldHandle(*sub, count);
+    if (held < count) releaseHandles(*sub, held, count);
+    // What allocateSubBatch() sets on one taken from the pool.
+    sub->count.store(0, std::memory_order_relaxed);
+    sub->generation = generation_.load();
     return Status::OK();
 }
 

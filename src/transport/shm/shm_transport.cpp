@@ -238,6 +238,17 @@ Status ShmTransport::freeSubBatch(SubBatchRef& batch) {
     return deleteSubBatch<SubBatchImpl>(batch);
 }
 
+Status ShmTransport::recycleSubBatch(SubBatchRef& batch, size_t max_size) {
+    auto* sub = static_cast<SubBatchImpl*>(batch);
+    if (sub == nullptr || sub->capacity != max_size) {
+        return Transport::recycleSubBatch(batch, max_size);
+    }
+    // Copies finish inside submitTransferTasks(): no task is in flight.
+    std::lock_guard<std::mutex> lock(sub->mu);
+    sub->states.clear();
+    return Status::OK();
+}
+
 Status ShmTransport::submitTransferTasks(
     SubBatchRef batch, const std::vector<Request>& request_list) {
     SubBatchImpl* sub = nullptr;

@@ -19,14 +19,23 @@ namespace {
 // noticed within one slice of a transfer that is making progress.
 constexpr uint64_t kSlice = 1ull << 20;
 
-Status sendReply(int fd, uint32_t code, uint64_t length,
-                 net::Deadline deadline) {
+struct EncodedReply {
+    unsigned char bytes[tcp_wire::kReplyHeaderBytes];
+};
+
+EncodedReply encodeReply(uint32_t code, uint64_t length) {
     tcp_wire::ReplyHeader reply;
     reply.code = code;
     reply.length = length;
-    unsigned char buf[tcp_wire::kReplyHeaderBytes];
-    tcp_wire::encode(reply, buf);
-    return net::sendAll(fd, buf, sizeof(buf), deadline);
+    EncodedReply out;
+    tcp_wire::encode(reply, out.bytes);
+    return out;
+}
+
+Status sendReply(int fd, uint32_t code, uint64_t length,
+                 net::Deadline deadline) {
+    const EncodedReply reply = encodeReply(code, length);
+    return net::sendAll(fd, reply.bytes, sizeof(reply.bytes), deadline);
 }
 
 // WRITE into pinned memory. When the buffer starts retiring part way, the
@@ -66,8 +75,8 @@ Status serveRead(int fd, const tcp_wire::RequestHeader& req,
                  TcpBufferTable::Pin& pin, TcpStager* stager,
                  net::Deadline deadline) {
     const char* mem = reinterpret_cast<const char*>(req.addr);
-    CHECK_STATUS(sendReply(fd, tcp_wire::kReplyOk, req.length, deadline));
     if (pin.device()) {
+        CHECK_STATUS(sendReply(fd, tcp_wire::kReplyOk, req.length, deadline));
         Status s = stager->send(fd, mem, req.length, deadline,
                                 [&] { return !pin.retiring(); });
         if (!s.ok() && pin.retiring()) {
@@ -76,15 +85,22 @@ Status serveRead(int fd, const tcp_wire::RequestHeader& req,
         }
         return s;
     }
-    for (uint64_t done = 0; done < req.length;) {
+    // The reply header goes out with the first slice, in one system call
+    // and the same segments.
+    const EncodedReply reply = encodeReply(tcp_wire::kReplyOk, req.length);
+    size_t head_len = sizeof(reply.bytes);
+    uint64_t done = 0;
+    do {
         uint64_t n = std::min(kSlice, req.length - done);
-        CHECK_STATUS(net::sendPayload(fd, mem + done, n, deadline));
+        CHECK_STATUS(net::sendPayload(fd, reply.bytes, head_len, mem + done, n,
+                                      deadline));
+        head_len = 0;
         done += n;
         if (done < req.length && pin.retiring()) {
             return Status::InvalidArgument(
                 "the buffer was unregistered during the READ");
         }
-    }
+    } while (done < req.length);
     return Status::OK();
 }
 

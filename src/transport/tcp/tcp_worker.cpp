@@ -44,20 +44,32 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
     req.length = length;
     unsigned char head[tcp_wire::kRequestHeaderBytes];
     tcp_wire::encode(req, head);
-    CHECK_STATUS(
-        net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
+    if (is_write && !stager) {
+        // The header leaves with the payload, in one system call and the
+        // same segments.
+        CHECK_STATUS(net::sendAll(fd, head, sizeof(head), local, length,
+                                  stepDeadline(timeout_ms)));
+    } else {
+        CHECK_STATUS(
+            net::sendAll(fd, head, sizeof(head), stepDeadline(timeout_ms)));
+    }
     if (is_write && stager) {
         CHECK_STATUS(stager->send(fd, local, length, stepDeadline(timeout_ms)));
-    } else if (is_write) {
-        CHECK_STATUS(net::sendAll(fd, local, length, stepDeadline(timeout_ms)));
     }
+    // A READ into host memory takes the payload's first bytes with the
+    // header: they land where the slice goes in any case.
+    const bool direct_read = !is_write && !stager;
     unsigned char reply_buf[tcp_wire::kReplyHeaderBytes];
-    CHECK_STATUS(net::recvAll(fd, reply_buf, sizeof(reply_buf),
-                              stepDeadline(timeout_ms)));
+    size_t early = 0;
+    CHECK_STATUS(net::recvHeader(fd, reply_buf, sizeof(reply_buf), local,
+                                 direct_read ? length : 0,
+                                 stepDeadline(timeout_ms), &early));
     tcp_wire::ReplyHeader reply;
     CHECK_STATUS(tcp_wire::decode(reply_buf, reply));
     if (reply.code != tcp_wire::kReplyOk) {
-        connection_ok = reply.length == 0;
+        // A refusal carries no payload; bytes after it put the stream out
+        // of step.
+        connection_ok = reply.length == 0 && early == 0;
         return Status::InvalidArgument("target refused the range (code " +
                                        std::to_string(reply.code) +
                                        "): not within one registered buffer");
@@ -70,8 +82,9 @@ Status transfer(int fd, const Request& r, uint64_t offset, uint64_t length,
     }
     if (!is_write && stager) {
         CHECK_STATUS(stager->recv(fd, local, length, stepDeadline(timeout_ms)));
-    } else if (!is_write) {
-        CHECK_STATUS(net::recvAll(fd, local, length, stepDeadline(timeout_ms)));
+    } else if (direct_read) {
+        CHECK_STATUS(net::recvAll(fd, local + early, length - early,
+                                  stepDeadline(timeout_ms)));
     }
     connection_ok = true;
     return Status::OK();

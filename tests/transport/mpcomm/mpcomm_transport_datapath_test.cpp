@@ -290,6 +290,42 @@ TEST_F(MpcommDataPath, CompletionIsPolledLazilyAndAShortSuccessIsFailed) {
     EXPECT_EQ(adapter_->misuse, 0);
 }
 
+// What the engine does between two batches of a slot: the sub-batch is
+// emptied in place, the handles its tasks still hold are released, and
+// its capacity is the one asked for; another capacity gets a fresh one.
+TEST_F(MpcommDataPath, ARecycledSubBatchIsEmptiedInPlaceAndLetsGoOfItsHandles) {
+    ASSERT_TRUE(install().ok());
+    adapter_->auto_complete = false;
+    SegmentID peer = openPeer();
+    auto batch = submit(
+        {request(Request::WRITE, peer, 8), request(Request::WRITE, peer, 8)},
+        4);
+    auto t = adapter_->transfers();
+    ASSERT_EQ(t.size(), 2u);
+    adapter_->complete(t[0].handle, true, 8);
+    EXPECT_EQ(statusOf(batch, 0).s, COMPLETED);  // gives its handle up
+    Transport::SubBatchRef before = batch;
+    ASSERT_TRUE(transport_->recycleSubBatch(batch, 4).ok());
+    EXPECT_EQ(batch, before);
+    EXPECT_EQ(batch->size(), 0u);
+    EXPECT_EQ(adapter_->releasesOf(t[0].handle), 1);
+    EXPECT_EQ(adapter_->releasesOf(t[1].handle), 1);
+    adapter_->auto_complete = true;
+    std::vector<Request> four(4, request(Request::WRITE, peer, 8));
+    ASSERT_TRUE(transport_->submitTransferTasks(batch, four).ok());
+    EXPECT_EQ(statusOf(batch, 3).s, COMPLETED);
+    EXPECT_TRUE(
+        transport_->submitTransferTasks(batch, {four[0]}).IsTooManyRequests());
+    ASSERT_TRUE(transport_->recycleSubBatch(batch, 8).ok());
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->size(), 0u);
+    std::vector<Request> eight(8, request(Request::WRITE, peer, 8));
+    ASSERT_TRUE(transport_->submitTransferTasks(batch, eight).ok());
+    EXPECT_EQ(statusOf(batch, 7).s, COMPLETED);
+    release(batch);
+    EXPECT_EQ(adapter_->misuse, 0);
+}
+
 TEST_F(MpcommDataPath, ATaskIdOutsideTheSubBatchIsRejected) {
     ASSERT_TRUE(install().ok());
     auto batch = submit({request(Request::WRITE, openPeer(), 8)});

@@ -262,6 +262,35 @@ TEST_F(ShmPairTest, WritesLandByteExactInThePeersObject) {
     EXPECT_EQ(importer_.refetches(), 0u);
 }
 
+// Recycled with its capacity, a sub-batch is emptied in place (the
+// engine's path from one batch of a slot to the next); another capacity
+// gets one of that capacity.
+TEST_F(ShmPairTest, ARecycledSubBatchIsEmptiedInPlace) {
+    constexpr size_t kSize = 4096;
+    char* x = static_cast<char*>(exportBuffer(kSize));
+    openTarget();
+    std::vector<char> src(kSize, 0x33);
+    Request r = makeRequest(Request::WRITE, src.data(), target_,
+                            reinterpret_cast<uint64_t>(x), kSize);
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(importer_.allocateSubBatch(batch, 2).ok());
+    ASSERT_TRUE(importer_.submitTransferTasks(batch, {r, r}).ok());
+    Transport::SubBatchRef before = batch;
+    ASSERT_TRUE(importer_.recycleSubBatch(batch, 2).ok());
+    EXPECT_EQ(batch, before);
+    EXPECT_EQ(batch->size(), 0u);
+    ASSERT_TRUE(importer_.submitTransferTasks(batch, {r, r}).ok());
+    TransferStatus status;
+    ASSERT_TRUE(importer_.getTransferStatus(batch, 1, status).ok());
+    EXPECT_EQ(status.s, COMPLETED);
+    EXPECT_TRUE(importer_.submitTransferTasks(batch, {r}).IsTooManyRequests());
+    ASSERT_TRUE(importer_.recycleSubBatch(batch, 3).ok());
+    ASSERT_NE(batch, nullptr);
+    EXPECT_EQ(batch->size(), 0u);
+    EXPECT_TRUE(importer_.submitTransferTasks(batch, {r, r, r}).ok());
+    EXPECT_TRUE(importer_.freeSubBatch(batch).ok());
+}
+
 TEST_F(ShmPairTest, AFreedObjectIsDroppedAndTheDescriptorReadOnce) {
     constexpr size_t kSize = 64u << 10;
     void* x = exportBuffer(kSize);

@@ -137,6 +137,44 @@ class TcpTargetTest : public ::testing::Test {
     std::shared_ptr<SegmentManager> manager_;
 };
 
+TEST_F(TcpTargetTest, AReadIsOneReplyHeaderThenExactlyItsBytes) {
+    // The reply header leaves with the first 1 MiB slice of the payload;
+    // the later slices carry none. Byte-exact on the wire: one header,
+    // the bytes asked for, and the connection in step for the next frame.
+    install(1000);
+    std::vector<char> mem((3 << 20) + 4096);
+    for (size_t i = 0; i < mem.size(); ++i) mem[i] = char(i * 13 % 253);
+    BufferDesc desc = registerBuffer(mem);
+    int peer = connectPeer();
+    for (uint64_t len : {(3ull << 20) + 5, 1ull << 20, 7ull}) {
+        SCOPED_TRACE("READ of " + std::to_string(len) + " bytes");
+        const uint64_t offset = 3;
+        std::string frame = header(kRead, desc.addr + offset, len);
+        ASSERT_TRUE(net::sendAll(peer, frame.data(), frame.size(),
+                                 net::deadlineIn(kBoundMs))
+                        .ok());
+        unsigned char reply[16];
+        ASSERT_TRUE(
+            net::recvAll(peer, reply, sizeof(reply), net::deadlineIn(kBoundMs))
+                .ok());
+        // "TREP", version 1, reserved 0, code 0 (OK), then the length.
+        const unsigned char expect[8] = {'T', 'R', 'E', 'P', 1, 0, 0, 0};
+        EXPECT_TRUE(std::equal(expect, expect + 8, reply));
+        uint64_t announced = 0;
+        for (int i = 8; i < 16; ++i) announced = (announced << 8) | reply[i];
+        EXPECT_EQ(announced, len);
+        std::vector<char> got(len);
+        ASSERT_TRUE(
+            net::recvAll(peer, got.data(), len, net::deadlineIn(kBoundMs))
+                .ok());
+        EXPECT_TRUE(std::equal(got.begin(), got.end(), mem.begin() + offset));
+    }
+    // Nothing beyond the three replies.
+    char extra;
+    EXPECT_EQ(::recv(peer, &extra, 1, MSG_DONTWAIT), -1);
+    ::close(peer);
+}
+
 TEST_F(TcpTargetTest, RegistrationDoesNotWaitBehindAStalledPeer) {
     install(600000);
     std::vector<char> a(4 << 20, 0), b(4096, 0);

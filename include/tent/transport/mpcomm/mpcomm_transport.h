@@ -85,6 +85,10 @@ class MpcommTransport : public Transport {
 
     Status allocateSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status freeSubBatch(SubBatchRef& batch) override;
+    // Same capacity: the handles still held are let go and the tasks
+    // counted from zero again, with no allocation (the engine's path from
+    // one batch to the next in a slot).
+    Status recycleSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status submitTransferTasks(
         SubBatchRef batch, const std::vector<Request>& request_list) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
@@ -136,6 +140,9 @@ class MpcommTransport : public Transport {
     void teardown(std::chrono::steady_clock::time_point deadline);
     void releaseAllBuffers();
 
+    // Gives up the MPComm handles `sub`'s tasks [from, count) still hold
+    // (freeing or recycling it).
+    void releaseHandles(MpcommSubBatch& sub, size_t from, size_t count);
     // submitTransferTasks() steps, under the sub-batch's submit_mu.
     size_t slotFor(MpcommSubBatch& sub, SegmentID target,
                    const MpcommResolveScope& scope);

@@ -48,6 +48,8 @@ class ShmTransport : public Transport {
 
     Status allocateSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status freeSubBatch(SubBatchRef& batch) override;
+    // Same capacity: the states are emptied, nothing is allocated.
+    Status recycleSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status submitTransferTasks(
         SubBatchRef batch, const std::vector<Request>& request_list) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
