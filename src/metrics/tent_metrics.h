@@ -18,6 +18,10 @@ namespace metrics {
 
 enum class Op { kRead = 0, kWrite = 1 };
 
+inline Op opOf(const Request& request) {
+    return request.opcode == Request::WRITE ? Op::kWrite : Op::kRead;
+}
+
 // Lower-case label value for a transport ("tcp", "shm", "mpcomm", ...).
 const char* transportLabel(TransportType t);
 

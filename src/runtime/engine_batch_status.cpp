@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "metrics/metric_clock.h"
+#include "metrics/tent_metrics.h"
 #include "runtime/transfer_engine_impl.h"
 
 namespace mooncake::tent {
@@ -24,6 +26,29 @@ void EngineBatch::TaskRef::settle(TransferStatus& status) {
     if (!settled.load(std::memory_order_relaxed)) {
         settled.store(true, std::memory_order_release);
     }
+}
+
+// The first COMPLETED read of a task counts the request and its attempt
+// under the task's final transport; later reads write nothing (a load
+// first). Stamps come from the time-stamp counter where it is in use.
+void TransferEngineImpl::noteCompleted(EngineBatch::TaskRef& ref,
+                                       const Transport* transport,
+                                       MetricsClock* clock) {
+    if (ref.counted.load(std::memory_order_relaxed) ||
+        ref.counted.exchange(true, std::memory_order_relaxed)) {
+        return;
+    }
+    uint64_t now = clock ? clock->us : 0;
+    if (now == 0) {
+        if (__builtin_expect(!metrics::MetricClock::fastNowUs(now), 0)) {
+            now = metricsNowUs();
+        }
+        if (clock) clock->us = now;
+    }
+    // The spans between the stamps are taken when the event is folded.
+    metrics_->recordCompleted(metrics::opOf(ref.request), typeOf(transport),
+                              ref.request.length, ref.start_us, ref.accepted_us,
+                              now);
 }
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
@@ -69,9 +94,14 @@ Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,
         ref.settle(status);
         // A poll that sees the task still running records nothing, so it
         // does not pay for the call.
-        if (metrics_)
-            noteStatus(ref, at.transport, route, status.s == FAILED, status.s,
-                       clock);
+        if (metrics_) {
+            if (status.s == COMPLETED) {
+                noteCompleted(ref, at.transport, clock);
+            } else {
+                noteStatus(ref, at.transport, route, status.s == FAILED,
+                           status.s, clock);
+            }
+        }
     }
     if (fire_hooks) fireHooksIfOpen(batch);
     return s;

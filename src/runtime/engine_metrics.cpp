@@ -22,12 +22,9 @@ uint64_t since(uint64_t now, uint64_t then) {
     return now > then ? now - then : 0;
 }
 
-metrics::Op opOf(const Request& request) {
-    return request.opcode == Request::WRITE ? metrics::Op::kWrite
-                                            : metrics::Op::kRead;
-}
-
 }  // namespace
+
+using metrics::opOf;
 
 uint64_t TransferEngineImpl::metricsNowUs() { return stampUs(); }
 
@@ -51,94 +48,38 @@ void TransferEngineImpl::noteRefused(Transport* transport,
     }
 }
 
-namespace {
-
-// What a status read has to note besides the common case.
-struct Rare {
-    TransferStatusEnum status;
-    bool attempt_failed;  // on a transport: counted once per route
-    bool claimed;         // the caller has already set ref.counted
-};
-
-// Everything noteStatus does besides a COMPLETED read with no failed
-// attempt and a counter stamp: out of line and called last, so that the
-// common case saves no registers.
-__attribute__((noinline)) void noteRare(metrics::TentMetrics& m,
-                                        EngineBatch::TaskRef& ref,
-                                        TransportType type,
-                                        const FailoverRoute* route, Rare rare,
-                                        MetricsClock* clock) {
-    if (rare.attempt_failed) {
+// Called by the status reads of a task that runs on `transport` (null:
+// nowhere); taskStatus() hands a COMPLETED read to noteCompleted(). A
+// failed attempt is counted once per route (a failover gives the task a new
+// route, so a new attempt); the first final read counts the request under
+// its final transport.
+void TransferEngineImpl::noteStatus(
+    EngineBatch::TaskRef& ref, Transport* transport, const FailoverRoute* route,
+    bool attempt_failed, TransferStatusEnum status, MetricsClock* clock) {
+    const TransportType type = typeOf(transport);
+    if (attempt_failed && transport != nullptr) {
         const auto attempt = reinterpret_cast<uintptr_t>(route);
         uintptr_t seen = ref.failure_noted.load(std::memory_order_relaxed);
         if (seen != attempt && ref.failure_noted.compare_exchange_strong(
                                    seen, attempt, std::memory_order_relaxed)) {
             MetricsClock own;
-            m.recordAttempt(opOf(ref.request), type,
-                            since(nowOf(clock ? *clock : own), ref.start_us),
-                            false);
+            metrics_->recordAttempt(
+                opOf(ref.request), type,
+                since(nowOf(clock ? *clock : own), ref.start_us), false);
         }
     }
     // Polls that see PENDING are the common case: they read no clock. A
     // load first, so that reads of a task already counted write nothing.
-    const TransferStatusEnum status = rare.status;
     if (status == PENDING || status == INITIAL) return;
-    if (!rare.claimed &&
-        (ref.counted.load(std::memory_order_relaxed) ||
-         ref.counted.exchange(true, std::memory_order_relaxed))) {
-        return;
-    }
-    const uint64_t now = clock ? nowOf(*clock) : stampUs();
-    if (status != COMPLETED) {
-        m.recordRequest(opOf(ref.request), type, ref.request.length,
-                        since(now, ref.start_us), false);
-        return;
-    }
-    // The spans between the stamps are taken when the event is folded.
-    m.recordCompleted(opOf(ref.request), type, ref.request.length, ref.start_us,
-                      ref.accepted_us, now);
-}
-
-}  // namespace
-
-// Called by every status read of a task that runs on `transport` (null:
-// nowhere). A failed attempt is counted once per route (a failover gives
-// the task a new route, so a new attempt); the first final read counts the
-// request under its final transport, and a COMPLETED one its attempt.
-//
-// Every request passes here once COMPLETED, so that case makes no call
-// until its last step (noteRare() has the rest).
-void TransferEngineImpl::noteStatus(
-    EngineBatch::TaskRef& ref, Transport* transport, const FailoverRoute* route,
-    bool attempt_failed, TransferStatusEnum status, MetricsClock* clock) {
-    // typeOf(), inline: a call here would make the whole path save and
-    // restore registers.
-    TransportType type = UNSPEC;
-    for (const Loaded& l : transports_) {
-        if (l.transport.get() == transport) {
-            type = l.entry->type;
-            break;
-        }
-    }
-    const bool failed = attempt_failed && transport != nullptr;
-    if (__builtin_expect(failed || status != COMPLETED, 0)) {
-        noteRare(*metrics_, ref, type, route, Rare{status, failed, false},
-                 clock);
-        return;
-    }
-    // A load first, so that reads of a task already counted write nothing.
     if (ref.counted.load(std::memory_order_relaxed) ||
         ref.counted.exchange(true, std::memory_order_relaxed)) {
         return;
     }
-    uint64_t now = clock ? clock->us : 0;
-    if (now == 0) {
-        if (__builtin_expect(!metrics::MetricClock::fastNowUs(now), 0)) {
-            noteRare(*metrics_, ref, type, route, Rare{status, false, true},
-                     clock);
-            return;
-        }
-        if (clock) clock->us = now;
+    const uint64_t now = clock ? nowOf(*clock) : stampUs();
+    if (status != COMPLETED) {
+        metrics_->recordRequest(opOf(ref.request), type, ref.request.length,
+                                since(now, ref.start_us), false);
+        return;
     }
     // The spans between the stamps are taken when the event is folded.
     metrics_->recordCompleted(opOf(ref.request), type, ref.request.length,

@@ -71,13 +71,6 @@ void FailoverRoutes::release() {
     routes_.clear();
 }
 
-TransportType TransferEngineImpl::typeOf(const Transport* transport) const {
-    for (const Loaded& l : transports_) {
-        if (l.transport.get() == transport) return l.entry->type;
-    }
-    return UNSPEC;
-}
-
 bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                                   const FailoverRoute* seen,
                                   TransferStatus& status) {

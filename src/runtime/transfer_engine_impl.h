@@ -182,7 +182,14 @@ class TransferEngineImpl {
     // transports).
     bool failOver(EngineBatch& batch, size_t task_id, const FailoverRoute* seen,
                   TransferStatus& status);
-    TransportType typeOf(const Transport* transport) const;
+    // Inline: every completed request's status read asks it (the metrics'
+    // label), and a call there would make the read save registers.
+    TransportType typeOf(const Transport* transport) const {
+        for (const Loaded& l : transports_) {
+            if (l.transport.get() == transport) return l.entry->type;
+        }
+        return UNSPEC;
+    }
     // Tasks of `batch` still PENDING (or INITIAL).
     Status countInFlight(EngineBatch& batch, size_t& in_flight);
     // freeBatch()'s wait, holding kFreeing, for the `in_flight` tasks it
@@ -266,6 +273,10 @@ class TransferEngineImpl {
     void noteStatus(EngineBatch::TaskRef& ref, Transport* transport,
                     const FailoverRoute* route, bool attempt_failed,
                     TransferStatusEnum status, MetricsClock* clock);
+    // noteStatus() of a COMPLETED read, inline in the status read
+    // (engine_batch_status.cpp): every request passes there once.
+    inline void noteCompleted(EngineBatch::TaskRef& ref,
+                              const Transport* transport, MetricsClock* clock);
     // failover.cpp: with enable_progress_worker, drives every live batch.
     Status startProgressWorker();
     std::unique_ptr<ProgressWorker> progress_worker_;
