@@ -275,8 +275,9 @@ class TransferEngineImpl {
                     TransferStatusEnum status, MetricsClock* clock);
     // noteStatus() of a COMPLETED read, inline in the status read
     // (engine_batch_status.cpp): every request passes there once.
-    inline void noteCompleted(EngineBatch::TaskRef& ref,
-                              const Transport* transport, MetricsClock* clock);
+    __attribute__((always_inline)) inline void noteCompleted(
+        EngineBatch::TaskRef& ref, const Transport* transport,
+        MetricsClock* clock);
     // failover.cpp: with enable_progress_worker, drives every live batch.
     Status startProgressWorker();
     std::unique_ptr<ProgressWorker> progress_worker_;
