@@ -207,9 +207,13 @@ TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
     EXPECT_EQ(w.routeOf(w.a, w.key(TCP, 4)), nullptr) << "a new local snapshot";
     EXPECT_EQ(w.routeOf(w.a, w.key(TCP, 3, 8)), nullptr)
         << "the selector changed";
-    EXPECT_EQ(w.memo.findRouted(w.a, w.key(TCP),
-                                w.now + milliseconds(3600 * 1000 + 1)),
-              nullptr)
+    // Noted again under the key of now: found until the lease's TTL ends.
+    const uint64_t now_key = w.key(TCP);
+    w.note(w.a, now_key);
+    ASSERT_NE(w.memo.findRouted(w.a, now_key, w.now), nullptr);
+    EXPECT_EQ(
+        w.memo.findRouted(w.a, now_key, w.now + milliseconds(3600 * 1000 + 1)),
+        nullptr)
         << "the lease's TTL ran out";
 
     // Noted again; then an invalidation moves the change count: the
