@@ -98,13 +98,6 @@ class SegmentManager {
         bool currentAt(CacheClock::time_point now, uint64_t changes) const {
             return now < expiry_ && changes == seen_;
         }
-        // Whether the lease's TTL still runs at `now`: for a caller that
-        // knows the change count to equal the one it was filled against.
-        bool unexpiredAt(CacheClock::time_point now) const {
-            return now < expiry_;
-        }
-        // The change count it was filled against.
-        uint64_t seenChanges() const { return seen_; }
         void reset() { *this = RemoteLease(); }
 
      private:

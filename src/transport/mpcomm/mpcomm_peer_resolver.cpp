@@ -42,28 +42,13 @@ MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
 
 MpcommResolveScope MpcommPeerResolver::scope() {
     // A thread_local's address costs a __tls_get_addr() call in a shared
-    // library: once per submission, not per target. Taken once, after the
-    // calls below, and read back through `scope.cache`: the compiler
-    // otherwise looks it up again for every use.
-    thread_local MpcommResolveCache cache_of_thread;
+    // library: once per submission, not per target.
+    thread_local MpcommResolveCache cache;
     MpcommResolveScope scope;
-    scope.changes = metadata_->segmentManager().remoteChanges();
     scope.now = SegmentManager::cacheNow();
+    scope.cache = &cache;
     scope.suspicions = suspect_count_.load(std::memory_order_relaxed) != 0;
     scope.links_lowered = registry_.linksLowered();
-    scope.cache = &cache_of_thread;
-    MpcommResolveCache& cache = *scope.cache;
-    uint64_t epoch = cache.epoch;
-    if (cache.epoch_owner != owner_ || cache.epoch_changes != scope.changes ||
-        cache.epoch_links_lowered != scope.links_lowered) {
-        // Never 0 (an entry not ready) nor kNeverReady: 2^64 scopes away.
-        epoch = ++cache.epoch;
-        cache.epoch_owner = owner_;
-        cache.epoch_changes = scope.changes;
-        cache.epoch_links_lowered = scope.links_lowered;
-    }
-    scope.ready_stamp =
-        scope.suspicions ? MpcommResolveScope::kNeverReady : epoch;
     return scope;
 }
 
@@ -119,11 +104,7 @@ const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
         return nullptr;
     }
     entry.ready_peer = entry.peer.get();
-    // The stamp stands for scope.changes: a lease filled against a later
-    // count (by resolve(), since the scope was taken) is not marked, so
-    // stillReady() need not compare the count.
-    entry.ready_since =
-        entry.lease.seenChanges() == scope.changes ? scope.ready_stamp : 0;
+    entry.ready_since = scope.links_lowered + 1;
     return peer;
 }
 
