@@ -18,6 +18,13 @@ namespace mooncake {
 namespace tent {
 namespace metrics {
 
+// The span from stamp `then` to stamp `now`: a stamp taken by another
+// thread a moment earlier may read later, so such a span is 0, never a
+// wrapped-around huge value.
+inline uint64_t spanUs(uint64_t now, uint64_t then) {
+    return now > then ? now - then : 0;
+}
+
 class MetricClock {
  public:
     static uint64_t nowUs() {

@@ -145,12 +145,6 @@ TentMetrics::TentMetrics() : slots_(kSlotCount, &TentMetrics::foldCompleted) {
 }
 
 namespace {
-// A span between two stamps: one taken by another thread a moment earlier
-// may read later; such a span is 0, never a wrapped-around huge value.
-uint64_t since(uint64_t now, uint64_t then) {
-    return now > then ? now - then : 0;
-}
-
 void observeInto(uint64_t* slots, size_t hist, size_t bucket, size_t buckets,
                  uint64_t value) {
     slots[hist + bucket] += 1;
@@ -165,7 +159,7 @@ void TentMetrics::foldCompleted(const ThreadSlots::Event& e, uint64_t* slots) {
     const size_t base = opBase(static_cast<int>(e.tag), s);
     // Request, completed attempt, bytes and both counts all follow from
     // these four.
-    const uint64_t latency = since(end, start);
+    const uint64_t latency = spanUs(end, start);
     observeInto(slots, base + kCompletedLatency, latencyBucket(latency),
                 kLatencyBucketCount, latency);
     observeInto(slots, base + kSize, sizeBucket(bytes), kSizeBucketCount,
@@ -174,8 +168,8 @@ void TentMetrics::foldCompleted(const ThreadSlots::Event& e, uint64_t* slots) {
     // failover): no dispatch stage to speak of.
     if (accepted == 0) return;
     const size_t stage = stageBase(s);
-    const uint64_t dispatch = since(accepted, start);
-    const uint64_t transport = since(end, accepted);
+    const uint64_t dispatch = spanUs(accepted, start);
+    const uint64_t transport = spanUs(end, accepted);
     observeInto(slots, stage + kStageDispatch, stageBucket(dispatch),
                 kStageBucketCount, dispatch);
     observeInto(slots, stage + kStageTransport, stageBucket(transport),

@@ -16,12 +16,6 @@ uint64_t nowOf(MetricsClock& clock) {
     return clock.us;
 }
 
-// A read's stamp may precede a stamp taken by another thread a moment
-// later; such a span reads 0, never a wrapped-around huge value.
-uint64_t since(uint64_t now, uint64_t then) {
-    return now > then ? now - then : 0;
-}
-
 }  // namespace
 
 using metrics::opOf;
@@ -65,7 +59,8 @@ void TransferEngineImpl::noteStatus(
             MetricsClock own;
             metrics_->recordAttempt(
                 opOf(ref.request), type,
-                since(nowOf(clock ? *clock : own), ref.start_us), false);
+                metrics::spanUs(nowOf(clock ? *clock : own), ref.start_us),
+                false);
         }
     }
     // Polls that see PENDING are the common case: they read no clock. A
@@ -78,7 +73,7 @@ void TransferEngineImpl::noteStatus(
     const uint64_t now = clock ? nowOf(*clock) : stampUs();
     if (status != COMPLETED) {
         metrics_->recordRequest(opOf(ref.request), type, ref.request.length,
-                                since(now, ref.start_us), false);
+                                metrics::spanUs(now, ref.start_us), false);
         return;
     }
     // The spans between the stamps are taken when the event is folded.
