@@ -69,8 +69,10 @@ class StoreEngineTest : public ::testing::TestWithParam<StoreCase> {
         server_ = std::make_unique<StoreServer>(type_);
         Status s = server_->start();
         ASSERT_TRUE(s.ok()) << s.ToString();
+        // The test's own reads and writes: bounded, but not by the
+        // engine's bounds (an etcd write waits for its commit).
         MetaStoreOptions options;
-        options.timeout_ms = 1000;
+        options.timeout_ms = 10000;
         ASSERT_TRUE(
             MetaStore::Create(type_, server_->address(), options, client_)
                 .ok());
