@@ -18,9 +18,10 @@ namespace metrics {
 
 enum class Op { kRead = 0, kWrite = 1 };
 
-inline Op opOf(const Request& request) {
-    return request.opcode == Request::WRITE ? Op::kWrite : Op::kRead;
+inline Op opOf(Request::OpCode opcode) {
+    return opcode == Request::WRITE ? Op::kWrite : Op::kRead;
 }
+inline Op opOf(const Request& request) { return opOf(request.opcode); }
 
 // Lower-case label value for a transport ("tcp", "shm", "mpcomm", ...).
 const char* transportLabel(TransportType t);

@@ -302,6 +302,9 @@ Status TransferEngineImpl::submitInternal(
     route_key.selector_generation = selector_.generation();
     // One clock read stamps the whole submission.
     const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
+    // Read once: the stores into refs below may alias members.
+    const bool copy_requests = copy_requests_;
+    const bool metered = metrics_ != nullptr;
     // Sizes read once: the compiler cannot hoist them past the stores
     // below, and each is a division.
     const size_t count = request_list.size();
@@ -311,7 +314,11 @@ Status TransferEngineImpl::submitInternal(
     for (size_t i = 0; i < count; ++i) {
         const Request& request = request_list[i];
         refs[i].clear();
-        if (failover_.enabled() || metrics_) refs[i].request = request;
+        if (copy_requests) refs[i].request = request;
+        if (metered) {
+            refs[i].opcode = request.opcode;
+            refs[i].length = request.length;
+        }
         refs[i].start_us = submitted_us;
         Transport* chosen_transport = nullptr;
         // The previous request's memoised decision, when this one has the
@@ -505,6 +512,8 @@ Status TransferEngineImpl::submitInternal(
                 ref.transport = nullptr;
                 if (failover_.enabled() && !isPermanentFailure(issued)) {
                     ref.failed_from = transport;
+                    // No transport holds it: the failover reads it here.
+                    if (!copy_requests_) ref.request = (*list)[k];
                 }
                 continue;
             }

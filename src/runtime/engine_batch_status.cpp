@@ -46,9 +46,8 @@ void TransferEngineImpl::noteCompleted(EngineBatch::TaskRef& ref,
         if (clock) clock->us = now;
     }
     // The spans between the stamps are taken when the event is folded.
-    metrics_->recordCompleted(metrics::opOf(ref.request), typeOf(transport),
-                              ref.request.length, ref.start_us, ref.accepted_us,
-                              now);
+    metrics_->recordCompleted(metrics::opOf(ref.opcode), typeOf(transport),
+                              ref.length, ref.start_us, ref.accepted_us, now);
 }
 
 Status TransferEngineImpl::taskStatus(EngineBatch& batch, size_t task_id,

@@ -59,6 +59,8 @@ struct EngineBatch {
               request(other.request),
               failed_from(other.failed_from),
               moved(other.moved.load(std::memory_order_relaxed)),
+              opcode(other.opcode),
+              length(other.length),
               start_us(other.start_us),
               accepted_us(other.accepted_us) {}
         TaskRef& operator=(const TaskRef& other) {
@@ -74,6 +76,8 @@ struct EngineBatch {
             moved.store(other.moved.load(std::memory_order_relaxed),
                         std::memory_order_relaxed);
             moving.store(false, std::memory_order_relaxed);
+            opcode = other.opcode;
+            length = other.length;
             start_us = other.start_us;
             accepted_us = other.accepted_us;
             counted.store(false, std::memory_order_relaxed);
@@ -123,9 +127,11 @@ struct EngineBatch {
         void settle(TransferStatus& status);
 
         // Failover (runtime/failover.h). Written by the submission before
-        // it publishes the task, fixed after: the request, kept when
-        // failover is on, and the transport that refused it at submission
-        // when that may be retried (transport is then null).
+        // it publishes the task, fixed after: the request, kept when a
+        // transport refused it at submission (or when failover is on and
+        // a loaded transport keeps no requests: TransferEngineImpl::
+        // copy_requests_), and the transport that refused it when that
+        // may be retried (transport is then null).
         Request request;
         Transport* failed_from = nullptr;
         // Where the task runs since its last failover (null: never moved);
@@ -141,6 +147,9 @@ struct EngineBatch {
         // attempt (route, 0 for the first) was last counted as failed, so
         // that concurrent status readers count each failed attempt once.
         static constexpr uintptr_t kNoAttempt = ~uintptr_t{0};
+        // The request's opcode and length, what its events carry.
+        Request::OpCode opcode = Request::READ;
+        uint64_t length = 0;
         uint64_t start_us = 0;
         uint64_t accepted_us = 0;  // when its first transport accepted it
         std::atomic<bool> counted{false};

@@ -58,7 +58,7 @@ void TransferEngineImpl::noteStatus(
                                    seen, attempt, std::memory_order_relaxed)) {
             MetricsClock own;
             metrics_->recordAttempt(
-                opOf(ref.request), type,
+                opOf(ref.opcode), type,
                 metrics::spanUs(nowOf(clock ? *clock : own), ref.start_us),
                 false);
         }
@@ -72,13 +72,13 @@ void TransferEngineImpl::noteStatus(
     }
     const uint64_t now = clock ? nowOf(*clock) : stampUs();
     if (status != COMPLETED) {
-        metrics_->recordRequest(opOf(ref.request), type, ref.request.length,
+        metrics_->recordRequest(opOf(ref.opcode), type, ref.length,
                                 metrics::spanUs(now, ref.start_us), false);
         return;
     }
     // The spans between the stamps are taken when the event is folded.
-    metrics_->recordCompleted(opOf(ref.request), type, ref.request.length,
-                              ref.start_us, ref.accepted_us, now);
+    metrics_->recordCompleted(opOf(ref.opcode), type, ref.length, ref.start_us,
+                              ref.accepted_us, now);
 }
 
 }  // namespace mooncake::tent

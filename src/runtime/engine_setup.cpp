@@ -173,6 +173,11 @@ void TransferEngineImpl::loadTransports() {
     for (const Loaded& l : transports_) {
         selector_.setCapabilities(l.entry->type, l.transport->capabilities());
     }
+    copy_requests_ = false;
+    for (const Loaded& l : transports_) {
+        copy_requests_ |=
+            failover_.enabled() && !l.transport->keepsTaskRequests();
+    }
     if (transports_.empty()) {
         LOG(WARNING) << "TransferEngine: no transport is loaded; memory "
                         "registration will fail";

@@ -98,6 +98,33 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
     if (ref.verdict.load(std::memory_order_acquire) != Ref::kOpen) {
         return false;
     }
+    // What the task was submitted with: the route's request, the engine's
+    // copy (kept for metrics, or for a transport that keeps none, or
+    // taken when a transport refused it at submission), or the failed
+    // transport's own (Transport::keepsTaskRequests()).
+    Request kept;
+    const Request* original = nullptr;
+    if (seen != nullptr) {
+        original = &seen->request;
+    } else if (copy_requests_ || ref.transport == nullptr) {
+        original = &ref.request;
+    } else {
+        Status got = ref.transport->getTaskRequest(ref.sub, ref.sub_task, kept);
+        if (got.ok()) {
+            original = &kept;
+        } else {
+            LOG(WARNING) << "Transport " << transportTypeName(typeOf(from))
+                         << " cannot give back a failed task's request ("
+                         << got.message() << "); the task stays FAILED";
+        }
+    }
+    if (original == nullptr) {
+        status.s = FAILED;
+        status.transferred_bytes = 0;
+        ref.settle(status);
+        return false;
+    }
+    const Request& request = *original;
     const int max = failover_.max_attempts;
     int attempts = seen ? seen->attempts : 0;
     TransportType prev = typeOf(from);
@@ -110,9 +137,9 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
         untried |= (tried & (1u << l.entry->type)) == 0;
     }
     SegmentDescRef desc;
-    Status looked =
-        untried ? segments_->getRemoteCached(desc, ref.request.target_id)
-                : Status::InvalidArgument("no transport left");
+    Status looked = untried
+                        ? segments_->getRemoteCached(desc, request.target_id)
+                        : Status::InvalidArgument("no transport left");
     // The selector's view of the request, as the submission built it:
     // where both buffers live and whether the target shares this host and
     // user (a buffer not found reads as host memory).
@@ -121,12 +148,12 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
     if (looked.ok() && desc) {
         context.segment_type = desc->type;
         context.segment_name = desc->name;
-        context.same_machine = ref.request.target_id == LOCAL_SEGMENT_ID ||
+        context.same_machine = request.target_id == LOCAL_SEGMENT_ID ||
                                (!desc->machine_id.empty() &&
                                 desc->machine_id == local->machine_id);
         if (desc->type == SegmentType::Memory) {
             const BufferDesc* remote =
-                desc->findBuffer(ref.request.target_offset, ref.request.length);
+                desc->findBuffer(request.target_offset, request.length);
             if (remote != nullptr) {
                 context.remote_location = remote->location;
                 context.buffer_transports = &remote->transports;
@@ -142,8 +169,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
         }
         if (local->type == SegmentType::Memory) {
             const BufferDesc* source = local->findBuffer(
-                reinterpret_cast<uintptr_t>(ref.request.source),
-                ref.request.length);
+                reinterpret_cast<uintptr_t>(request.source), request.length);
             if (source != nullptr) context.local_location = source->location;
         }
     }
@@ -167,7 +193,7 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
                         context.buffer_transports->end()) {
                     continue;
                 }
-                Request hinted = ref.request;
+                Request hinted = request;
                 hinted.transport_hint = l.entry->type;
                 TransportType chosen = UNSPEC;
                 if (selector_.select(hinted, context, chosen).ok()) {
@@ -189,12 +215,12 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
         if (metrics_) metrics_->recordFailover(prev, next);  // served
         auto route = std::make_unique<FailoverRoute>();
         route->transport = transportOf(next);
+        route->request = request;
         route->attempts = attempts;
         route->tried = tried;
         Status s = route->transport->allocateSubBatch(route->sub, 1);
         if (s.ok()) {
-            s = route->transport->submitTransferTasks(route->sub,
-                                                      {ref.request});
+            s = route->transport->submitTransferTasks(route->sub, {request});
         }
         if (s.ok()) {
             ref.moved.store(batch.routes.add(std::move(route)),

@@ -68,6 +68,7 @@ struct FailoverRoute {
     int sub_task = 0;
     int attempts = 0;    // failovers so far, this one included
     uint32_t tried = 0;  // bit per TransportType already used
+    Request request;     // as submitted to `transport`
 };
 
 // A batch's failover routes, freed (with their sub-batches) when the

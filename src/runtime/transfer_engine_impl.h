@@ -263,6 +263,11 @@ class TransferEngineImpl {
     // failover.h: the keys, read once at construction, and the counts.
     FailoverSettings failover_;
     FailoverCounters failover_counters_;
+    // Whether each task keeps a copy of its request (TaskRef::request)
+    // for failover: when it is on and a loaded transport does not keep
+    // its tasks' requests itself (Transport::keepsTaskRequests()). Set
+    // once the transports are loaded.
+    bool copy_requests_ = true;
     // Metrics (engine_metrics.cpp): null when metrics/enabled is false, so
     // a disabled engine pays one branch per hook.
     std::unique_ptr<metrics::TentMetrics> metrics_;

@@ -69,6 +69,18 @@ class Transport {
     virtual Status getTransferStatus(SubBatchRef batch, int task_id,
                                      TransferStatus& status) = 0;
 
+    // Whether getTaskRequest() answers for every task that reads FAILED.
+    // The engine re-issues a failed task on another transport (failover)
+    // from its request: for a transport that keeps them it copies none of
+    // its own, so a request that does not fail pays nothing for failover.
+    virtual bool keepsTaskRequests() const { return false; }
+    // The request that task `task_id` of `batch` was submitted with, for a
+    // task that reads FAILED, while `batch` is not freed or recycled.
+    virtual Status getTaskRequest(SubBatchRef batch, int task_id,
+                                  Request& request) {
+        return unsupported("getTaskRequest");
+    }
+
     virtual bool supportsCancellation() const { return false; }
     // Asks the transport to stop task `task_id`: one it has not started
     // reads CANCELED at once and is never touched; one in flight ends

@@ -84,6 +84,29 @@ MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
     return static_cast<MpcommSubBatch*>(batch);
 }
 
+[[gnu::cold, gnu::noinline]] Status taskIdOutOfRange(int task_id, size_t size) {
+    return Status::InvalidArgument(
+        "MpcommTransport: task id " + std::to_string(task_id) +
+        " out of range (sub-batch holds " + std::to_string(size) + " tasks)");
+}
+
+// Task `task_id` of `batch`, or an error naming `operation` and the id.
+Status findMpcommTask(Transport::SubBatchRef batch, int task_id,
+                      const char* operation, MpcommSubBatch*& sub,
+                      MpcommTask*& task) {
+    sub = asMpcomm(batch);
+    if (sub == nullptr) {
+        return Status::InvalidArgument(std::string("MpcommTransport: ") +
+                                       operation +
+                                       " got a null or foreign sub-batch");
+    }
+    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->size()) {
+        return taskIdOutOfRange(task_id, sub->size());
+    }
+    task = &sub->tasks[task_id];
+    return Status::OK();
+}
+
 // Sub-batches this thread freed, kept for its next allocations of the same
 // capacity (a batch of one request otherwise pays three allocations and
 // three frees, a third of its cost). At most kPooledSubBatches of at most
@@ -407,6 +430,15 @@ void MpcommTransport::settleSome(
     }
 }
 
+Status MpcommTransport::getTaskRequest(SubBatchRef batch, int task_id,
+                                       Request& request) {
+    MpcommSubBatch* sub = nullptr;
+    MpcommTask* task = nullptr;
+    CHECK_STATUS(findMpcommTask(batch, task_id, "getTaskRequest", sub, task));
+    request = task->request;
+    return Status::OK();
+}
+
 Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                           TransferStatus& status) {
     MpcommSubBatch* sub = asMpcomm(batch);
@@ -416,10 +448,7 @@ Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
             "sub-batch");
     }
     if (task_id < 0 || static_cast<size_t>(task_id) >= sub->size()) {
-        return Status::InvalidArgument("MpcommTransport: task id " +
-                                       std::to_string(task_id) +
-                                       " out of range (sub-batch holds " +
-                                       std::to_string(sub->size()) + " tasks)");
+        return taskIdOutOfRange(task_id, sub->size());
     }
     MpcommTask& task = sub->tasks[task_id];
     // A final status needs no gate.

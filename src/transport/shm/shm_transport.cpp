@@ -5,6 +5,9 @@
 
 #include <cstring>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tent/runtime/memory_location.h"
 #include "tent/runtime/segment_manager.h"
@@ -27,6 +30,9 @@ struct ShmTransport::SubBatchImpl : public Transport::SubBatch {
     const size_t capacity;
     mutable std::mutex mu;
     std::vector<TransferStatus> states;
+    // The requests of the tasks that read FAILED, by task id, for a
+    // failover to re-issue.
+    std::vector<std::pair<size_t, Request>> failed;
 };
 
 namespace {
@@ -246,6 +252,7 @@ Status ShmTransport::recycleSubBatch(SubBatchRef& batch, size_t max_size) {
     // Copies finish inside submitTransferTasks(): no task is in flight.
     std::lock_guard<std::mutex> lock(sub->mu);
     sub->states.clear();
+    sub->failed.clear();
     return Status::OK();
 }
 
@@ -274,8 +281,26 @@ Status ShmTransport::submitTransferTasks(
         sub->states[first + i] =
             s.ok() ? TransferStatus{COMPLETED, request_list[i].length}
                    : TransferStatus{FAILED, 0};
+        if (!s.ok()) sub->failed.emplace_back(first + i, request_list[i]);
     }
     return Status::OK();
+}
+
+Status ShmTransport::getTaskRequest(SubBatchRef batch, int task_id,
+                                    Request& request) {
+    SubBatchImpl* sub = nullptr;
+    CHECK_STATUS(subBatchOf("shm", batch, sub));
+    std::lock_guard<std::mutex> lock(sub->mu);
+    CHECK_STATUS(checkTaskId("shm", task_id, sub->states.size()));
+    for (const auto& [id, kept] : sub->failed) {
+        if (id == static_cast<size_t>(task_id)) {
+            request = kept;
+            return Status::OK();
+        }
+    }
+    return Status::InvalidArgument(
+        "shm: task " + std::to_string(task_id) +
+        " did not fail, and only a failed task's request is kept");
 }
 
 Status ShmTransport::getTransferStatus(SubBatchRef batch, int task_id,

@@ -476,6 +476,14 @@ Status TcpTransport::cancelTransferTask(SubBatchRef batch, int task_id) {
     return Status::OK();
 }
 
+Status TcpTransport::getTaskRequest(SubBatchRef batch, int task_id,
+                                    Request& request) {
+    std::shared_ptr<TcpTask> task;
+    CHECK_STATUS(findTask(batch, task_id, task));
+    request = task->request;
+    return Status::OK();
+}
+
 Status TcpTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        TransferStatus& status) {
     std::shared_ptr<TcpTask> task;

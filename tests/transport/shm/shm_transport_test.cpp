@@ -291,6 +291,48 @@ TEST_F(ShmPairTest, ARecycledSubBatchIsEmptiedInPlace) {
     EXPECT_TRUE(importer_.freeSubBatch(batch).ok());
 }
 
+// A failed task's request is kept for the engine's failover, as it was
+// submitted; a completed task keeps none, and a recycled sub-batch
+// forgets them.
+TEST_F(ShmPairTest, AFailedTasksRequestIsGivenBackAsSubmitted) {
+    constexpr size_t kSize = 4096;
+    char* x = static_cast<char*>(exportBuffer(kSize));
+    openTarget();
+    EXPECT_TRUE(importer_.keepsTaskRequests());
+    std::vector<char> src(kSize, 0x5a);
+    Request good = makeRequest(Request::WRITE, src.data(), target_,
+                               reinterpret_cast<uint64_t>(x), kSize);
+    Request past = makeRequest(Request::WRITE, src.data(), target_,
+                               reinterpret_cast<uint64_t>(x) + 1, kSize);
+    past.transport_hint = SHM;
+    past.priority = 7;
+    Transport::SubBatchRef batch = nullptr;
+    ASSERT_TRUE(importer_.allocateSubBatch(batch, 2).ok());
+    ASSERT_TRUE(importer_.submitTransferTasks(batch, {good, past}).ok());
+    TransferStatus status;
+    ASSERT_TRUE(importer_.getTransferStatus(batch, 1, status).ok());
+    ASSERT_EQ(status.s, FAILED);
+
+    Request kept;
+    ASSERT_TRUE(importer_.getTaskRequest(batch, 1, kept).ok());
+    EXPECT_EQ(kept.opcode, Request::WRITE);
+    EXPECT_EQ(kept.source, src.data());
+    EXPECT_EQ(kept.target_id, target_);
+    EXPECT_EQ(kept.target_offset, reinterpret_cast<uint64_t>(x) + 1);
+    EXPECT_EQ(kept.length, kSize);
+    EXPECT_EQ(kept.transport_hint, SHM);
+    EXPECT_EQ(kept.priority, 7);
+    EXPECT_EQ(importer_.getTaskRequest(batch, 0, kept).message(),
+              "shm: task 0 did not fail, and only a failed task's request is "
+              "kept");
+    EXPECT_TRUE(importer_.getTaskRequest(batch, 2, kept).IsInvalidArgument());
+
+    ASSERT_TRUE(importer_.recycleSubBatch(batch, 2).ok());
+    ASSERT_TRUE(importer_.submitTransferTasks(batch, {good, good}).ok());
+    EXPECT_FALSE(importer_.getTaskRequest(batch, 1, kept).ok());
+    EXPECT_TRUE(importer_.freeSubBatch(batch).ok());
+}
+
 TEST_F(ShmPairTest, AFreedObjectIsDroppedAndTheDescriptorReadOnce) {
     constexpr size_t kSize = 64u << 10;
     void* x = exportBuffer(kSize);

@@ -194,6 +194,16 @@ TEST_F(TcpTransportUnitTest, HungPeerFailsTheTaskAfterTheTimeout) {
     TransferStatus st;
     waitWhilePending(batch, 0, st);
     EXPECT_EQ(st.s, FAILED);
+    // The engine's failover re-issues it from what the task kept.
+    EXPECT_TRUE(transport_.keepsTaskRequests());
+    Request kept;
+    ASSERT_TRUE(transport_.getTaskRequest(batch, 0, kept).ok());
+    EXPECT_EQ(kept.opcode, Request::WRITE);
+    EXPECT_EQ(kept.source, src.data());
+    EXPECT_EQ(kept.target_id, r.target_id);
+    EXPECT_EQ(kept.target_offset, 0x1000u);
+    EXPECT_EQ(kept.length, src.size());
+    EXPECT_TRUE(transport_.getTaskRequest(batch, 1, kept).IsInvalidArgument());
     ASSERT_TRUE(transport_.freeSubBatch(batch).ok());
 }
 

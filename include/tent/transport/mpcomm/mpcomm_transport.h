@@ -91,6 +91,9 @@ class MpcommTransport : public Transport {
     Status recycleSubBatch(SubBatchRef& batch, size_t max_size) override;
     Status submitTransferTasks(
         SubBatchRef batch, const std::vector<Request>& request_list) override;
+    bool keepsTaskRequests() const override { return true; }
+    Status getTaskRequest(SubBatchRef batch, int task_id,
+                          Request& request) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
 

@@ -54,6 +54,10 @@ class ShmTransport : public Transport {
         SubBatchRef batch, const std::vector<Request>& request_list) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
+    // Kept for the failed tasks only: a copy that succeeds keeps nothing.
+    bool keepsTaskRequests() const override { return true; }
+    Status getTaskRequest(SubBatchRef batch, int task_id,
+                          Request& request) override;
 
     Status addMemoryBuffer(BufferDesc& desc,
                            const MemoryOptions& options) override;

@@ -77,6 +77,9 @@ class TcpTransport : public Transport {
     Status freeSubBatch(SubBatchRef& batch) override;
     Status submitTransferTasks(
         SubBatchRef batch, const std::vector<Request>& request_list) override;
+    bool keepsTaskRequests() const override { return true; }
+    Status getTaskRequest(SubBatchRef batch, int task_id,
+                          Request& request) override;
     Status getTransferStatus(SubBatchRef batch, int task_id,
                              TransferStatus& status) override;
 
