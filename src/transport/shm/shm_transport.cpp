@@ -37,6 +37,17 @@ struct ShmTransport::SubBatchImpl : public Transport::SubBatch {
 
 namespace {
 
+// `read` of one of this transport's sub-batches, under its lock, once
+// `task_id` is known to be one of its tasks.
+template <typename Sub, typename Read>
+Status readTask(Transport::SubBatchRef batch, int task_id, Read read) {
+    Sub* sub = nullptr;
+    CHECK_STATUS(subBatchOf("shm", batch, sub));
+    std::lock_guard<std::mutex> lock(sub->mu);
+    CHECK_STATUS(checkTaskId("shm", task_id, sub->states.size()));
+    return read(*sub);
+}
+
 std::string hex(uint64_t v) {
     std::ostringstream os;
     os << "0x" << std::hex << v;
@@ -288,29 +299,25 @@ Status ShmTransport::submitTransferTasks(
 
 Status ShmTransport::getTaskRequest(SubBatchRef batch, int task_id,
                                     Request& request) {
-    SubBatchImpl* sub = nullptr;
-    CHECK_STATUS(subBatchOf("shm", batch, sub));
-    std::lock_guard<std::mutex> lock(sub->mu);
-    CHECK_STATUS(checkTaskId("shm", task_id, sub->states.size()));
-    for (const auto& [id, kept] : sub->failed) {
-        if (id == static_cast<size_t>(task_id)) {
-            request = kept;
-            return Status::OK();
+    return readTask<SubBatchImpl>(batch, task_id, [&](SubBatchImpl& sub) {
+        for (const auto& [id, kept] : sub.failed) {
+            if (id == static_cast<size_t>(task_id)) {
+                request = kept;
+                return Status::OK();
+            }
         }
-    }
-    return Status::InvalidArgument(
-        "shm: task " + std::to_string(task_id) +
-        " did not fail, and only a failed task's request is kept");
+        return Status::InvalidArgument(
+            "shm: task " + std::to_string(task_id) +
+            " did not fail, and only a failed task's request is kept");
+    });
 }
 
 Status ShmTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                        TransferStatus& status) {
-    SubBatchImpl* sub = nullptr;
-    CHECK_STATUS(subBatchOf("shm", batch, sub));
-    std::lock_guard<std::mutex> lock(sub->mu);
-    CHECK_STATUS(checkTaskId("shm", task_id, sub->states.size()));
-    status = sub->states[task_id];
-    return Status::OK();
+    return readTask<SubBatchImpl>(batch, task_id, [&](SubBatchImpl& sub) {
+        status = sub.states[task_id];
+        return Status::OK();
+    });
 }
 
 Status ShmTransport::copyOne(const Request& r) {
