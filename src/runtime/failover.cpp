@@ -99,9 +99,9 @@ bool TransferEngineImpl::failOver(EngineBatch& batch, size_t task_id,
         return false;
     }
     // What the task was submitted with: the route's request, the engine's
-    // copy (kept for metrics, or for a transport that keeps none, or
-    // taken when a transport refused it at submission), or the failed
-    // transport's own (Transport::keepsTaskRequests()).
+    // copy (kept while a loaded transport keeps none, or taken when a
+    // transport refused it at submission), or the failed transport's own
+    // (Transport::keepsTaskRequests()).
     Request kept;
     const Request* original = nullptr;
     if (seen != nullptr) {
