@@ -6,10 +6,12 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -108,12 +110,18 @@ std::string StoreServer::address() const {
 }
 
 Status StoreServer::start() {
-    // On tmpfs where there is one: etcd fsyncs every write, and on a disk
+    // On tmpfs where there is room: etcd fsyncs every write, and on a disk
     // that other suites load a write can take seconds, past the bounds the
     // cases set. A store's durability is not what these tests are about.
-    std::string tmpl_text = ::access("/dev/shm", W_OK) == 0
-                                ? "/dev/shm/tent-store-XXXXXX"
-                                : "/tmp/tent-store-XXXXXX";
+    // etcd preallocates 64 MiB of log, more than a container's default
+    // /dev/shm holds, hence the free-space floor.
+    constexpr uint64_t kTmpfsFloorBytes = 1ull << 30;
+    struct statvfs shm {};
+    const bool roomy =
+        ::access("/dev/shm", W_OK) == 0 && ::statvfs("/dev/shm", &shm) == 0 &&
+        uint64_t(shm.f_bavail) * shm.f_frsize >= kTmpfsFloorBytes;
+    std::string tmpl_text =
+        roomy ? "/dev/shm/tent-store-XXXXXX" : "/tmp/tent-store-XXXXXX";
     char* tmpl = tmpl_text.data();
     if (::mkdtemp(tmpl) == nullptr) {
         return Status::InternalError("mkdtemp failed: " +
