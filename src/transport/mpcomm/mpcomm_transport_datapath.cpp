@@ -84,27 +84,32 @@ MpcommSubBatch* asMpcomm(Transport::SubBatchRef batch) {
     return static_cast<MpcommSubBatch*>(batch);
 }
 
-[[gnu::cold, gnu::noinline]] Status taskIdOutOfRange(int task_id, size_t size) {
-    return Status::InvalidArgument(
-        "MpcommTransport: task id " + std::to_string(task_id) +
-        " out of range (sub-batch holds " + std::to_string(size) + " tasks)");
+// `batch` when it is an mpcomm sub-batch holding task `task_id`, else null
+// (taskRefused() then says why). No Status on the way: a status poll
+// passes here for every request.
+inline MpcommSubBatch* holderOf(Transport::SubBatchRef batch, int task_id) {
+    MpcommSubBatch* sub = asMpcomm(batch);
+    if (sub == nullptr || task_id < 0 ||
+        static_cast<size_t>(task_id) >= sub->size()) {
+        return nullptr;
+    }
+    return sub;
 }
 
-// Task `task_id` of `batch`, or an error naming `operation` and the id.
-Status findMpcommTask(Transport::SubBatchRef batch, int task_id,
-                      const char* operation, MpcommSubBatch*& sub,
-                      MpcommTask*& task) {
-    sub = asMpcomm(batch);
+// Why holderOf(batch, task_id) refused, naming `operation`.
+[[gnu::cold, gnu::noinline]] Status taskRefused(Transport::SubBatchRef batch,
+                                                int task_id,
+                                                const char* operation) {
+    const MpcommSubBatch* sub = asMpcomm(batch);
     if (sub == nullptr) {
         return Status::InvalidArgument(std::string("MpcommTransport: ") +
                                        operation +
                                        " got a null or foreign sub-batch");
     }
-    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->size()) {
-        return taskIdOutOfRange(task_id, sub->size());
-    }
-    task = &sub->tasks[task_id];
-    return Status::OK();
+    return Status::InvalidArgument("MpcommTransport: task id " +
+                                   std::to_string(task_id) +
+                                   " out of range (sub-batch holds " +
+                                   std::to_string(sub->size()) + " tasks)");
 }
 
 // Sub-batches this thread freed, kept for its next allocations of the same
@@ -432,24 +437,16 @@ void MpcommTransport::settleSome(
 
 Status MpcommTransport::getTaskRequest(SubBatchRef batch, int task_id,
                                        Request& request) {
-    MpcommSubBatch* sub = nullptr;
-    MpcommTask* task = nullptr;
-    CHECK_STATUS(findMpcommTask(batch, task_id, "getTaskRequest", sub, task));
-    request = task->request;
+    MpcommSubBatch* sub = holderOf(batch, task_id);
+    if (sub == nullptr) return taskRefused(batch, task_id, "getTaskRequest");
+    request = sub->tasks[task_id].request;
     return Status::OK();
 }
 
 Status MpcommTransport::getTransferStatus(SubBatchRef batch, int task_id,
                                           TransferStatus& status) {
-    MpcommSubBatch* sub = asMpcomm(batch);
-    if (sub == nullptr) {
-        return Status::InvalidArgument(
-            "MpcommTransport: getTransferStatus got a null or foreign "
-            "sub-batch");
-    }
-    if (task_id < 0 || static_cast<size_t>(task_id) >= sub->size()) {
-        return taskIdOutOfRange(task_id, sub->size());
-    }
+    MpcommSubBatch* sub = holderOf(batch, task_id);
+    if (sub == nullptr) return taskRefused(batch, task_id, "getTransferStatus");
     MpcommTask& task = sub->tasks[task_id];
     // A final status needs no gate.
     TransferStatusEnum done = task.status_word.load(std::memory_order_acquire);

@@ -337,6 +337,41 @@ TEST_F(MpcommDataPath, ATaskIdOutsideTheSubBatchIsRejected) {
               "tasks)");
     EXPECT_TRUE(
         transport_->getTransferStatus(batch, -1, status).IsInvalidArgument());
+    Request kept;
+    st = transport_->getTaskRequest(batch, 1, kept);
+    EXPECT_EQ(st.message(),
+              "MpcommTransport: task id 1 out of range (sub-batch holds 1 "
+              "tasks)");
+    EXPECT_EQ(transport_->getTransferStatus(nullptr, 0, status).message(),
+              "MpcommTransport: getTransferStatus got a null or foreign "
+              "sub-batch");
+    EXPECT_EQ(transport_->getTaskRequest(nullptr, 0, kept).message(),
+              "MpcommTransport: getTaskRequest got a null or foreign "
+              "sub-batch");
+    release(batch);
+}
+
+// The engine's failover re-issues a failed task from the request the
+// task kept, as it was submitted.
+TEST_F(MpcommDataPath, ATasksRequestIsGivenBackAsSubmitted) {
+    ASSERT_TRUE(install().ok());
+    EXPECT_TRUE(transport_->keepsTaskRequests());
+    const SegmentID peer = openPeer();
+    Request first = request(Request::WRITE, peer, 8);
+    Request second = request(Request::READ, peer, 16, kPeerBuffer + 64);
+    second.transport_hint = MPCOMM;
+    auto batch = submit({first, second});
+    Request kept;
+    ASSERT_TRUE(transport_->getTaskRequest(batch, 1, kept).ok());
+    EXPECT_EQ(kept.opcode, Request::READ);
+    EXPECT_EQ(kept.source, second.source);
+    EXPECT_EQ(kept.target_id, peer);
+    EXPECT_EQ(kept.target_offset, second.target_offset);
+    EXPECT_EQ(kept.length, 16u);
+    EXPECT_EQ(kept.transport_hint, MPCOMM);
+    ASSERT_TRUE(transport_->getTaskRequest(batch, 0, kept).ok());
+    EXPECT_EQ(kept.opcode, Request::WRITE);
+    EXPECT_EQ(kept.length, 8u);
     release(batch);
 }
 
