@@ -28,11 +28,8 @@ inline uint64_t spanUs(uint64_t now, uint64_t then) {
 class MetricClock {
  public:
     static uint64_t nowUs() {
-#if defined(__x86_64__)
-        const uint64_t mult = tsc_mult_.load(std::memory_order_relaxed);
-        if (__builtin_expect(mult != 0, 1)) return scale(__rdtsc(), mult);
-#endif
-        return slowNowUs();
+        uint64_t us;
+        return __builtin_expect(fastNowUs(us), 1) ? us : slowNowUs();
     }
 
     // The counter-based stamp, without a call; false where a stamp needs

@@ -158,8 +158,6 @@ void ThreadSlots::Block::makeRoom(uint64_t head) {
     }
 }
 
-void ThreadSlots::pushSlow(const Event& event) { localSlow().push(event); }
-
 ThreadSlots::ThreadSlots(size_t slots, Fold fold, bool drain_thread)
     : slots_(slots),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)),

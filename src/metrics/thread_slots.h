@@ -130,14 +130,6 @@ class ThreadSlots {
             return Writer(tls_last_.block);
         return localSlow();
     }
-    // local().push(event), with the first-use path out of line and last.
-    void push(const Event& event) {
-        if (__builtin_expect(tls_last_.id == id_, 1)) {
-            tls_last_.block->push(event);
-            return;
-        }
-        pushSlow(event);
-    }
 
     // Every slot summed over the live blocks and the folded total, after
     // draining every ring.
@@ -168,7 +160,6 @@ class ThreadSlots {
     static inline thread_local LastUsed tls_last_{0, nullptr};
 
     Writer localSlow();
-    void pushSlow(const Event& event);
 
     const size_t slots_;
     // Distinguishes this set from any later one at the same address, for

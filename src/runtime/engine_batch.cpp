@@ -513,7 +513,7 @@ Status TransferEngineImpl::submitInternal(
                 if (failover_.enabled() && !isPermanentFailure(issued)) {
                     ref.failed_from = transport;
                     // No transport holds it: the failover reads it here.
-                    if (!copy_requests_) ref.request = (*list)[k];
+                    if (!copy_requests) ref.request = (*list)[k];
                 }
                 continue;
             }

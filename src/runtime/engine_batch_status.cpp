@@ -34,10 +34,7 @@ void EngineBatch::TaskRef::settle(TransferStatus& status) {
 void TransferEngineImpl::noteCompleted(EngineBatch::TaskRef& ref,
                                        const Transport* transport,
                                        MetricsClock* clock) {
-    if (ref.counted.load(std::memory_order_relaxed) ||
-        ref.counted.exchange(true, std::memory_order_relaxed)) {
-        return;
-    }
+    if (!ref.countOnce()) return;
     uint64_t now = clock ? clock->us : 0;
     if (now == 0) {
         if (__builtin_expect(!metrics::MetricClock::fastNowUs(now), 0)) {

@@ -153,6 +153,13 @@ struct EngineBatch {
         uint64_t start_us = 0;
         uint64_t accepted_us = 0;  // when its first transport accepted it
         std::atomic<bool> counted{false};
+        // True for the one final status read that counts the request; a
+        // load first, so that reads of a task already counted write
+        // nothing.
+        bool countOnce() {
+            return !counted.load(std::memory_order_relaxed) &&
+                   !counted.exchange(true, std::memory_order_relaxed);
+        }
         std::atomic<uintptr_t> failure_noted{kNoAttempt};
 
         // Where the task runs now: its failover route when it moved, else

@@ -1,5 +1,7 @@
 // The engine's metrics hooks: the registry and its HTTP server come up when
 // metrics/enabled; submission and final status feed the registry.
+#include <glog/logging.h>
+
 #include "metrics/metric_clock.h"
 #include "runtime/transfer_engine_impl.h"
 
@@ -43,10 +45,10 @@ void TransferEngineImpl::noteRefused(Transport* transport,
 }
 
 // Called by the status reads of a task that runs on `transport` (null:
-// nowhere); taskStatus() hands a COMPLETED read to noteCompleted(). A
-// failed attempt is counted once per route (a failover gives the task a new
-// route, so a new attempt); the first final read counts the request under
-// its final transport.
+// nowhere) that did not read COMPLETED: taskStatus() hands those to
+// noteCompleted(). A failed attempt is counted once per route (a failover
+// gives the task a new route, so a new attempt); the first final read
+// counts the request, failed, under its final transport.
 void TransferEngineImpl::noteStatus(
     EngineBatch::TaskRef& ref, Transport* transport, const FailoverRoute* route,
     bool attempt_failed, TransferStatusEnum status, MetricsClock* clock) {
@@ -63,22 +65,13 @@ void TransferEngineImpl::noteStatus(
                 false);
         }
     }
-    // Polls that see PENDING are the common case: they read no clock. A
-    // load first, so that reads of a task already counted write nothing.
+    // Polls that see PENDING are the common case: they read no clock.
     if (status == PENDING || status == INITIAL) return;
-    if (ref.counted.load(std::memory_order_relaxed) ||
-        ref.counted.exchange(true, std::memory_order_relaxed)) {
-        return;
-    }
+    DCHECK(status != COMPLETED) << "a COMPLETED read goes to noteCompleted()";
+    if (!ref.countOnce()) return;
     const uint64_t now = clock ? nowOf(*clock) : stampUs();
-    if (status != COMPLETED) {
-        metrics_->recordRequest(opOf(ref.opcode), type, ref.length,
-                                metrics::spanUs(now, ref.start_us), false);
-        return;
-    }
-    // The spans between the stamps are taken when the event is folded.
-    metrics_->recordCompleted(opOf(ref.opcode), type, ref.length, ref.start_us,
-                              ref.accepted_us, now);
+    metrics_->recordRequest(opOf(ref.opcode), type, ref.length,
+                            metrics::spanUs(now, ref.start_us), false);
 }
 
 }  // namespace mooncake::tent

@@ -278,8 +278,9 @@ class TransferEngineImpl {
     void noteStatus(EngineBatch::TaskRef& ref, Transport* transport,
                     const FailoverRoute* route, bool attempt_failed,
                     TransferStatusEnum status, MetricsClock* clock);
-    // noteStatus() of a COMPLETED read, inline in the status read
-    // (engine_batch_status.cpp): every request passes there once.
+    // What a COMPLETED read records (noteStatus() takes every other),
+    // inline in the status read (engine_batch_status.cpp): every request
+    // passes there once.
     __attribute__((always_inline)) inline void noteCompleted(
         EngineBatch::TaskRef& ref, const Transport* transport,
         MetricsClock* clock);
