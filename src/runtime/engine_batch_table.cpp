@@ -49,6 +49,13 @@ namespace {
 
 std::atomic<uint64_t> g_next_table_uid{1};
 
+// A transport refused to `verb` ("free", "recycle") `entry`'s sub-batch.
+void warnSubFailed(const EngineBatch::SubEntry& entry, const char* verb,
+                   const Status& s) {
+    LOG(WARNING) << "Transport " << entry.transport->getName() << " could not "
+                 << verb << " a sub-batch: " << s.message();
+}
+
 }  // namespace
 
 void engineBackoff(int round) {
@@ -147,11 +154,7 @@ void EngineBatch::reset() {
             keep ? entry.transport->recycleSubBatch(entry.sub, entry.capacity)
                  : entry.transport->freeSubBatch(entry.sub);
         if (keep && s.ok()) continue;
-        if (!s.ok()) {
-            LOG(WARNING) << "Transport " << entry.transport->getName()
-                         << " could not " << (keep ? "recycle" : "free")
-                         << " a sub-batch: " << s.message();
-        }
+        if (!s.ok()) warnSubFailed(entry, keep ? "recycle" : "free", s);
         entry.sub = nullptr;
     }
     // Only a failover adds a route, and no reader is left (see below).
@@ -173,10 +176,7 @@ void EngineBatch::releaseSubs() {
         SubEntry& entry = subAt(i);
         if (entry.sub != nullptr) {
             Status s = entry.transport->freeSubBatch(entry.sub);
-            if (!s.ok()) {
-                LOG(WARNING) << "Transport " << entry.transport->getName()
-                             << " could not free a sub-batch: " << s.message();
-            }
+            if (!s.ok()) warnSubFailed(entry, "free", s);
         }
         entry = SubEntry();
     }
