@@ -292,14 +292,17 @@ Status TransferEngineImpl::submitInternal(
     // A hinted request between host memory on both sides is routed by
     // facts of the target's descriptor and the local snapshot alone (no
     // buffer of either side is looked at): the decision is memoised with
-    // the descriptor, under the local version and the selector's state.
-    RemoteDescMemo::RouteKey route_key;
+    // the descriptor, under the local version and the selector's state
+    // and the lease's change count (route_base; 0, so that nothing is
+    // found or noted, unless the local side is host memory).
+    const uint64_t route_base =
+        local_dram ? memo.routeBase(memo.localVersion(), selector_.generation(),
+                                    changes, now)
+                   : 0;
     // The memoised decision of the last request and its hint, for the
     // requests after it to the same target (reset on a target change).
     Transport* run_transport = nullptr;
     TransportType run_hint = UNSPEC;
-    route_key.local_version = memo.localVersion();
-    route_key.selector_generation = selector_.generation();
     // One clock read stamps the whole submission.
     const uint64_t submitted_us = metrics_ ? metricsNowUs() : 0;
     // Read once: the stores into refs below may alias members.
@@ -321,39 +324,52 @@ Status TransferEngineImpl::submitInternal(
         }
         refs[i].start_us = submitted_us;
         Transport* chosen_transport = nullptr;
-        // The previous request's memoised decision, when this one has the
-        // same target and hint (a run: the usual batch to one peer).
-        const bool same_run = run_transport != nullptr &&
-                              request.target_id == last_target &&
-                              request.transport_hint == run_hint;
-        if (same_run) {
+        if (request.target_id == last_target && run_transport != nullptr &&
+            request.transport_hint == run_hint) {
+            // The previous request's decision, for the same target and hint
+            // (a run: the usual batch to one peer).
             chosen_transport = run_transport;
-        } else if (!desc || request.target_id != last_target) {
-            run_transport = nullptr;
-            remote_lookup.reset();
-            entry = memo.findEntry(request.target_id, now, changes);
-            if (entry != nullptr) {
-                desc = entry->desc.get();
-                remote_all_dram = entry->all_dram;
-            } else {
-                s = memo.get(*segments_, request.target_id, now, desc);
-                entry = memo.entryOf(request.target_id);
-                if (s.ok() && !desc) {
-                    s = noSegmentDescriptor(request.target_id);
+        } else {
+            const uint64_t key =
+                RemoteDescMemo::routeKey(route_base, request.transport_hint);
+            if (request.target_id != last_target) {
+                // A target change, which a submission rotating over peers
+                // makes on every request: the decision noted for the
+                // target's descriptor under this request's key, lease
+                // included, is all it reads. `desc` is looked up only when
+                // there is none.
+                last_target = request.target_id;
+                desc = nullptr;
+                entry = memo.findRouted(last_target, key);
+                chosen_transport = entry != nullptr ? entry->route : nullptr;
+                run_transport = chosen_transport;
+                run_hint = request.transport_hint;
+            } else if (entry != nullptr) {
+                // The same target with another hint.
+                chosen_transport = entry->routeFor(key);
+                if (chosen_transport != nullptr) {
+                    run_transport = chosen_transport;
+                    run_hint = request.transport_hint;
                 }
-                if (desc) remote_all_dram = allDramTarget(*desc);
             }
-            last_target = request.target_id;
-            if (desc && facts) onTargetFacts();
-        }
-        const bool memoised_route = !same_run && s.ok() && local_dram &&
-                                    remote_all_dram &&
-                                    request.transport_hint != UNSPEC;
-        if (memoised_route) {
-            route_key.hint = request.transport_hint;
-            if (entry != nullptr) chosen_transport = entry->routeFor(route_key);
+            if (chosen_transport == nullptr && desc == nullptr) {
+                remote_lookup.reset();
+                entry = memo.findEntry(last_target, now, changes);
+                if (entry != nullptr) {
+                    desc = entry->desc.get();
+                    remote_all_dram = entry->all_dram;
+                } else {
+                    s = memo.get(*segments_, last_target, now, desc);
+                    entry = memo.entryOf(last_target);
+                    if (s.ok() && !desc) s = noSegmentDescriptor(last_target);
+                    if (desc) remote_all_dram = allDramTarget(*desc);
+                }
+                if (facts && desc) onTargetFacts();
+            }
         }
         if (s.ok() && chosen_transport == nullptr) {
+            const bool memoised_route = local_dram && remote_all_dram &&
+                                        request.transport_hint != UNSPEC;
             // Chooses the transport of `req` to the target `desc` holds;
             // defined here, on the path that calls it, so that a request routed
             // from the memo does not build its closure;
@@ -454,12 +470,13 @@ Status TransferEngineImpl::submitInternal(
             if (s.ok()) chosen_transport = transportOf(chosen);
             // A hint never misses, so `desc` is still the memo's.
             if (memoised_route && chosen_transport != nullptr) {
-                memo.noteRoute(last_target, route_key, chosen_transport);
+                memo.noteRoute(last_target,
+                               RemoteDescMemo::routeKey(route_base,
+                                                        request.transport_hint),
+                               chosen_transport, now, changes);
+                run_transport = chosen_transport;
+                run_hint = request.transport_hint;
             }
-        }
-        if (memoised_route && chosen_transport != nullptr) {
-            run_transport = chosen_transport;
-            run_hint = request.transport_hint;
         }
         if (!s.ok()) {
             LOG(WARNING) << "Batch " << batch_id << " task " << base + i

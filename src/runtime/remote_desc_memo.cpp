@@ -50,8 +50,25 @@ void RemoteDescMemo::assign(Entry& slot, SegmentDescRef desc) {
     slot.desc = std::move(desc);
     slot.all_dram = slot.desc && (slot.desc->type != SegmentType::Memory ||
                                   slot.desc->getMemory().allDram());
-    slot.route_key = RouteKey();
+    slot.route_key = kNoRoute;
     slot.route = nullptr;
+}
+
+void RemoteDescMemo::newEpoch(uint64_t local_version,
+                              uint64_t selector_generation, uint64_t changes) {
+    epoch_local_version_ = local_version;
+    epoch_selector_generation_ = selector_generation;
+    epoch_changes_ = changes;
+    epoch_expiry_ = SegmentManager::CacheClock::time_point::max();
+    // At 32 bits of ones the epoch would make kNoRoute: every decision is
+    // dropped and the count starts over (after 2^32 changes).
+    if (++epoch_ >= UINT32_MAX) {
+        for (Entry& slot : slots_) {
+            slot.route_key = kNoRoute;
+            slot.route = nullptr;
+        }
+        epoch_ = 1;
+    }
 }
 
 void RemoteDescMemo::replace(SegmentID handle, SegmentDescRef fresh) {

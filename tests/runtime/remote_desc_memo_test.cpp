@@ -156,63 +156,114 @@ TEST(RemoteDescMemoTest, IdsPastTheSlotsAndTheLocalSegmentAreAskedEachTime) {
 
 // A routing decision lives with the descriptor it was made for: any event
 // that replaces the slot's descriptor drops it, and it answers only the
-// exact key (local version, selector generation, hint) it was noted under.
-// The decision noted for `handle`'s memoised descriptor under `key`, as a
-// submission reads it, or null.
-Transport* routeOf(const RemoteDescMemo& memo, SegmentID handle,
-                   const RemoteDescMemo::RouteKey& key) {
-    const RemoteDescMemo::Entry* entry = memo.entryOf(handle);
-    return entry != nullptr ? entry->routeFor(key) : nullptr;
-}
-
-TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
-    MemoWorld w;
-    RemoteDescMemo& memo = RemoteDescMemo::forThread(w.mgr);
+// exact key (local version, selector generation, change count, hint) it
+// was noted under.
+struct RouteWorld : MemoWorld {
+    RemoteDescMemo& memo = RemoteDescMemo::forThread(mgr);
+    SegmentManager::CacheClock::time_point now = SegmentManager::cacheNow();
     // Never called: only compared.
     Transport* const tcp = reinterpret_cast<Transport*>(uintptr_t{0x1000});
-    RemoteDescMemo::RouteKey key;
-    key.local_version = 3;
-    key.selector_generation = 7;
-    key.hint = TCP;
-    ASSERT_NE(w.get(memo, w.a), nullptr);
-    ASSERT_NE(w.get(memo, w.b), nullptr);
-    EXPECT_EQ(routeOf(memo, w.a, key), nullptr) << "nothing noted yet";
-    memo.noteRoute(w.a, key, tcp);
-    EXPECT_EQ(routeOf(memo, w.a, key), tcp);
-    EXPECT_EQ(routeOf(memo, w.b, key), nullptr) << "another target";
-    RemoteDescMemo::RouteKey other = key;
-    other.hint = SHM;
-    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "another hint";
-    other = key;
-    other.local_version = 4;
-    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "a new local snapshot";
-    other = key;
-    other.selector_generation = 8;
-    EXPECT_EQ(routeOf(memo, w.a, other), nullptr) << "the selector changed";
+    // A submission's key for `hint`, under local version 3 and selector
+    // generation 7 unless told, and the manager's change count now.
+    uint64_t key(TransportType hint, uint64_t local_version = 3,
+                 uint64_t generation = 7) {
+        return keyAt(now, hint, local_version, generation);
+    }
+    // The same for a submission made at `at`.
+    uint64_t keyAt(SegmentManager::CacheClock::time_point at,
+                   TransportType hint, uint64_t local_version = 3,
+                   uint64_t generation = 7) {
+        return RemoteDescMemo::routeKey(
+            memo.routeBase(local_version, generation, mgr.remoteChanges(), at),
+            hint);
+    }
+    void note(SegmentID handle, uint64_t route_key) {
+        memo.noteRoute(handle, route_key, tcp, now, mgr.remoteChanges());
+    }
+    // The decision for `handle` under `route_key`, as a submission finds it
+    // on a target change (findRouted()) and on a hint change (routeFor()
+    // of the entry findEntry() gave); the two must agree.
+    Transport* routeOf(SegmentID handle, uint64_t route_key) {
+        const RemoteDescMemo::Entry* routed =
+            memo.findRouted(handle, route_key);
+        const RemoteDescMemo::Entry* entry =
+            memo.findEntry(handle, now, mgr.remoteChanges());
+        Transport* found =
+            entry != nullptr ? entry->routeFor(route_key) : nullptr;
+        EXPECT_EQ(routed != nullptr ? routed->route : nullptr, found);
+        EXPECT_TRUE(routed == nullptr || routed == entry);
+        return found;
+    }
+};
 
-    // The descriptor invalidated and read again: the decision went with it.
+TEST(RemoteDescMemoTest, ARouteIsForgottenWithItsDescriptorAndKey) {
+    RouteWorld w;
+    ASSERT_NE(w.get(w.memo, w.a), nullptr);
+    ASSERT_NE(w.get(w.memo, w.b), nullptr);
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP)), nullptr) << "nothing noted yet";
+    w.note(w.a, w.key(TCP));
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP)), w.tcp);
+    EXPECT_EQ(w.routeOf(w.b, w.key(TCP)), nullptr) << "another target";
+    EXPECT_EQ(w.routeOf(w.a, w.key(SHM)), nullptr) << "another hint";
+    EXPECT_EQ(
+        w.routeOf(w.a,
+                  w.key(static_cast<TransportType>(TCP + (int64_t{1} << 31)))),
+        nullptr)
+        << "a hint equal in its low bits only";
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP, 4)), nullptr) << "a new local snapshot";
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP, 3, 8)), nullptr)
+        << "the selector changed";
+    // Noted again under the key of now: found by every submission until
+    // the lease's TTL ends (one hour in MemoWorld), by none after.
+    const uint64_t now_key = w.key(TCP);
+    w.note(w.a, now_key);
+    ASSERT_NE(w.memo.findRouted(w.a, now_key), nullptr);
+    const uint64_t before_end =
+        w.keyAt(w.now + milliseconds(3600 * 1000 - 1000), TCP);
+    EXPECT_EQ(before_end, now_key) << "the same epoch";
+    EXPECT_NE(w.memo.findRouted(w.a, before_end), nullptr);
+    const uint64_t after_end =
+        w.keyAt(w.now + milliseconds(3600 * 1000 + 1), TCP);
+    EXPECT_NE(after_end, now_key) << "the lease's TTL ran out";
+    EXPECT_EQ(w.memo.findRouted(w.a, after_end), nullptr);
+
+    // Noted again; then an invalidation moves the change count: the
+    // decision is not found, even before the descriptor is read again.
+    w.note(w.a, w.key(TCP));
+    ASSERT_EQ(w.routeOf(w.a, w.key(TCP)), w.tcp);
     ASSERT_TRUE(w.mgr.invalidateRemote(w.a).ok());
-    EXPECT_EQ(fetchOf(w.get(memo, w.a)), "fetch#3");
-    EXPECT_EQ(routeOf(memo, w.a, key), nullptr);
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP)), nullptr) << "invalidated";
+    EXPECT_EQ(fetchOf(w.get(w.memo, w.a)), "fetch#3");
+    EXPECT_EQ(w.routeOf(w.a, w.key(TCP)), nullptr) << "read again";
 
     // So with a descriptor re-read after a miss.
-    memo.noteRoute(w.a, key, tcp);
+    w.note(w.a, w.key(TCP));
+    ASSERT_EQ(w.routeOf(w.a, w.key(TCP)), w.tcp);
     SegmentDescRef fresh;
     bool refreshed = false;
     ASSERT_TRUE(w.mgr.refreshAfterMiss(fresh, w.a, refreshed).ok());
     ASSERT_TRUE(refreshed);
-    memo.replace(w.a, fresh);
-    EXPECT_EQ(routeOf(memo, w.a, key), nullptr);
+    w.memo.replace(w.a, fresh);
+    EXPECT_EQ(w.memo.entryOf(w.a)->routeFor(w.key(TCP)), nullptr);
 
-    // No decision for the local segment (not held in a slot), nor under
-    // generation 0 (a selector never set up).
-    memo.noteRoute(LOCAL_SEGMENT_ID, key, tcp);
-    EXPECT_EQ(routeOf(memo, LOCAL_SEGMENT_ID, key), nullptr);
-    ASSERT_NE(w.get(memo, w.b), nullptr);
-    other = key;
-    other.selector_generation = 0;
-    memo.noteRoute(w.b, other, tcp);
-    EXPECT_EQ(routeOf(memo, w.b, other), nullptr);
+    // Not noted: for the local segment (not held in a slot), under
+    // generation 0 (a selector never set up), for an UNSPEC hint, or for
+    // a lease filled after the change count the key stands for.
+    w.note(LOCAL_SEGMENT_ID, w.key(TCP));
+    EXPECT_EQ(w.memo.findRouted(LOCAL_SEGMENT_ID, w.key(TCP)), nullptr);
+    ASSERT_NE(w.get(w.memo, w.b), nullptr);
+    w.note(w.b, w.key(TCP, 3, 0));
+    EXPECT_EQ(w.routeOf(w.b, w.key(TCP, 3, 0)), nullptr) << "generation 0";
+    w.note(w.b, w.key(UNSPEC));
+    EXPECT_EQ(w.routeOf(w.b, w.key(UNSPEC)), nullptr) << "no hint";
+    const uint64_t stale = w.key(TCP);
+    ASSERT_TRUE(w.mgr.invalidateRemote(w.b).ok());
+    ASSERT_NE(w.get(w.memo, w.b), nullptr);
+    w.memo.noteRoute(w.b, stale, w.tcp, w.now, w.mgr.remoteChanges() - 1);
+    EXPECT_EQ(w.memo.entryOf(w.b)->routeFor(stale), nullptr)
+        << "the lease is newer than the key";
+    w.note(w.b, w.key(TCP));
+    EXPECT_EQ(w.routeOf(w.b, w.key(TCP)), w.tcp);
 }
 
 // local() keeps the manager's snapshot while its version holds, and hands

@@ -98,6 +98,11 @@ class SegmentManager {
         bool currentAt(CacheClock::time_point now, uint64_t changes) const {
             return now < expiry_ && changes == seen_;
         }
+        // When its TTL runs out: a caller that keeps many leases current
+        // under one change count checks their earliest end once.
+        CacheClock::time_point expiresAt() const { return expiry_; }
+        // The change count it was filled against.
+        uint64_t seenChanges() const { return seen_; }
         void reset() { *this = RemoteLease(); }
 
      private:

@@ -3,6 +3,8 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
+
 namespace mooncake::tent {
 
 void MpcommPeerResolver::bind(std::shared_ptr<ControlService> metadata,
@@ -42,13 +44,30 @@ MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
 
 MpcommResolveScope MpcommPeerResolver::scope() {
     // A thread_local's address costs a __tls_get_addr() call in a shared
-    // library: once per submission, not per target.
-    thread_local MpcommResolveCache cache;
+    // library: once per submission, not per target. Taken once, after the
+    // calls below, and read back through `scope.cache`: the compiler
+    // otherwise looks it up again for every use.
+    thread_local MpcommResolveCache cache_of_thread;
     MpcommResolveScope scope;
+    scope.changes = metadata_->segmentManager().remoteChanges();
     scope.now = SegmentManager::cacheNow();
-    scope.cache = &cache;
     scope.suspicions = suspect_count_.load(std::memory_order_relaxed) != 0;
     scope.links_lowered = registry_.linksLowered();
+    scope.cache = &cache_of_thread;
+    MpcommResolveCache& cache = *scope.cache;
+    uint64_t epoch = cache.epoch;
+    if (cache.epoch_owner != owner_ || cache.epoch_changes != scope.changes ||
+        cache.epoch_links_lowered != scope.links_lowered ||
+        scope.now >= cache.epoch_expiry) {
+        // Never 0 (an entry not ready) nor kNeverReady: 2^64 scopes away.
+        epoch = ++cache.epoch;
+        cache.epoch_owner = owner_;
+        cache.epoch_changes = scope.changes;
+        cache.epoch_links_lowered = scope.links_lowered;
+        cache.epoch_expiry = SegmentManager::CacheClock::time_point::max();
+    }
+    scope.ready_stamp =
+        scope.suspicions ? MpcommResolveScope::kNeverReady : epoch;
     return scope;
 }
 
@@ -104,7 +123,18 @@ const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
         return nullptr;
     }
     entry.ready_peer = entry.peer.get();
-    entry.ready_since = scope.links_lowered + 1;
+    // The stamp stands for scope.changes: a lease filled against a later
+    // count (by resolve(), since the scope was taken) is not marked, so
+    // stillReady() need not compare the count.
+    // currentPeer() found the lease unexpired at scope.now; the epoch ends
+    // with the first lease it marked (scope()).
+    if (entry.lease.seenChanges() == scope.changes) {
+        entry.ready_since = scope.ready_stamp;
+        scope.cache->epoch_expiry =
+            std::min(scope.cache->epoch_expiry, entry.lease.expiresAt());
+    } else {
+        entry.ready_since = 0;
+    }
     return peer;
 }
 

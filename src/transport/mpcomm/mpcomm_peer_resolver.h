@@ -40,11 +40,20 @@ struct MpcommResolveCache;
 // What every resolution of one submission shares, read once per submission
 // rather than per target.
 struct MpcommResolveScope {
+    // The manager's remoteChanges(), read before `now`: stillReady()
+    // checks a lease against it (RemoteLease::currentAt) without reading
+    // shared memory per target.
+    uint64_t changes = 0;
     SegmentManager::CacheClock::time_point now;
     MpcommResolveCache* cache = nullptr;  // this thread's
     bool suspicions = false;              // any peer suspected at all
     // MpcommPeerRegistry::linksLowered(), read before any link is checked.
     uint64_t links_lowered = 0;
+    // What readyPeer() marks an entry ready with and stillReady() looks
+    // for: the cache's epoch, which stands for the installation, `changes`
+    // and `links_lowered`; kNeverReady while a suspicion is pending.
+    uint64_t ready_stamp = 0;
+    static constexpr uint64_t kNeverReady = ~uint64_t{0};
 };
 
 // One target's resolution; what stillReady() reads fills the first cache
@@ -56,8 +65,9 @@ struct alignas(64) MpcommResolveCacheEntry {
     // `peer` was read from it.
     SegmentManager::RemoteLease lease;
     MpcommResolvedPeer* ready_peer = nullptr;
-    // 1 + linksLowered() when readyPeer() found `peer` ready; 0 since
-    // `peer` or the lease changed.
+    // The scope's ready_stamp when readyPeer() found `peer` ready with the
+    // lease current at the scope's change count; 0 since `peer` or the
+    // lease changed.
     uint64_t ready_since = 0;
     std::shared_ptr<MpcommResolvedPeer> peer;
     // Passed back to getRemoteCached(), so a hit costs no refcounting.
@@ -76,6 +86,17 @@ static_assert(offsetof(MpcommResolveCacheEntry, ready_since) +
 struct MpcommResolveCache {
     static constexpr size_t kSlots = 256;
     std::array<MpcommResolveCacheEntry, kSlots> entries;
+    // The epoch (1 and up) and what it stands for: it moves whenever a
+    // scope's installation, change count or links_lowered differs from
+    // the last scope's, or its `now` reaches the earliest expiry of the
+    // leases readyPeer() marked in it, so one compare checks all four per
+    // target.
+    uint64_t epoch = 0;
+    uint64_t epoch_owner = 0;
+    uint64_t epoch_changes = 0;
+    uint64_t epoch_links_lowered = 0;
+    SegmentManager::CacheClock::time_point epoch_expiry =
+        SegmentManager::CacheClock::time_point::max();
 
     MpcommResolveCacheEntry& entryFor(SegmentID target) {
         return entries[static_cast<size_t>(target) % kSlots];
@@ -83,16 +104,15 @@ struct MpcommResolveCache {
 
     // The peer readyPeer() last found ready for `target`, while no
     // suspicion is pending, the lease stands and no link has said less
-    // since; else null (the caller asks readyPeer()).
-    const MpcommResolvedPeer* stillReady(uint64_t owner, SegmentID target,
+    // since; else null (the caller asks readyPeer()). The stamp covers
+    // the installation and the lease (its change count and TTL): only the
+    // target is left to check.
+    const MpcommResolvedPeer* stillReady(SegmentID target,
                                          const MpcommResolveScope& scope) {
         const MpcommResolveCacheEntry& entry = entryFor(target);
-        if (scope.suspicions || !entry.isFor(owner, target) ||
-            !entry.lease.current(scope.now) ||
-            entry.ready_since != scope.links_lowered + 1) {
-            return nullptr;
-        }
-        return entry.ready_peer;
+        return entry.ready_since == scope.ready_stamp && entry.target == target
+                   ? entry.ready_peer
+                   : nullptr;
     }
 };
 

@@ -302,6 +302,8 @@ Status MpcommTransport::submitTransferTasks(
     size_t last_slot = kNoTask;
     SegmentID ready_target = LOCAL_SEGMENT_ID;
     const MpcommResolvedPeer* ready_peer = nullptr;
+    // Whether no request has taken the slot path yet.
+    bool direct = slots.empty();
     for (size_t i = 0; i < request_list.size(); ++i) {
         const size_t index = used + i;
         MpcommTask& task = sub->tasks[index];
@@ -310,14 +312,13 @@ Status MpcommTransport::submitTransferTasks(
         task.mpcomm_handle.store(kInvalidMpcommTransferHandle,
                                  std::memory_order_relaxed);
         const SegmentID target = request_list[i].target_id;
-        if (slots.empty()) {
-            if (ready_peer == nullptr || ready_target != target) {
-                ready_peer =
-                    scope.cache->stillReady(resolver_->owner(), target, scope);
+        if (direct) {
+            if (ready_target != target || ready_peer == nullptr) {
+                ready_target = target;
+                ready_peer = scope.cache->stillReady(target, scope);
                 if (ready_peer == nullptr) {
                     ready_peer = resolver_->readyPeer(target, scope);
                 }
-                ready_target = target;
             }
             if (ready_peer != nullptr) {
                 const std::string& host = ready_peer->view.host_id;
@@ -326,6 +327,7 @@ Status MpcommTransport::submitTransferTasks(
                             host);
                 continue;
             }
+            direct = false;
         }
         size_t s = last_slot;
         if (s == kNoTask || slots[s].target != target) {
