@@ -1,5 +1,5 @@
 // BufferLookup: the buffer look-ups of one engine submission (see
-// TransferEngineImpl::submitInternal).
+// SubmissionRouter).
 #pragma once
 
 #include <cstdint>

@@ -39,7 +39,7 @@ class RemoteDescMemo {
     // A routing decision that depends only on the target's descriptor,
     // the local snapshot, the selector's state and the request's hint (a
     // hinted request between host memory on both sides, see
-    // submitInternal) is kept with the target's memoised descriptor, so it
+    // SubmissionRouter) is kept with the target's memoised descriptor, so it
     // goes when that does, under one 64-bit key: routeBase() of the
     // submission (an epoch, in the high half) or'ed with the hint
     // (routeKey()). The epoch stands for the local version, the selector's

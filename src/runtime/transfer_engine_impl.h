@@ -92,6 +92,8 @@ class TransferEngineImpl {
                                  const std::vector<size_t>& size_list);
 
     // engine_batch.cpp
+    // The loaded transport of `type`, or null (SubmissionRouter).
+    Transport* transportOf(TransportType type) const;
     BatchID allocateBatch(size_t batch_size);
     Status freeBatch(BatchID batch_id);
     Status submitTransfer(BatchID batch_id,
@@ -150,7 +152,6 @@ class TransferEngineImpl {
     Status unregisterOne(void* addr, size_t size);
 
     // engine_batch.cpp
-    Transport* transportOf(TransportType type) const;
     // The batch `id` names, pinned for a lock-free read; null when the id
     // is not allocated (never, or freed already).
     EngineBatch* pinBatch(BatchID id) const;
