@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "kit/wait_until.h"
@@ -171,54 +172,51 @@ TEST_F(MpcommDataPath, KeysAreRefetchedWhenThePeerRegistersMoreMemory) {
 }
 
 // A peer this thread found ready is used without a resolution only while
-// the manager's change count stands: an invalidation sends the next
-// submission back to the descriptor, even after a submission marked the
-// peer ready (the second one here).
-TEST_F(MpcommDataPath, AReadyPeerIsReResolvedAfterAnInvalidation) {
-    ASSERT_TRUE(install().ok());
-    SegmentID peer = openPeer();
-    auto a = submit({request(Request::WRITE, peer, 64)});
-    auto b = submit({request(Request::WRITE, peer, 64)});
-    EXPECT_EQ(statusOf(b, 0).s, COMPLETED);
-    EXPECT_EQ(adapter_->query_calls, 1);
-    publishPeer("v1:10.0.0.2:14000",
-                {mpcommBuffer(kPeerBuffer, kPeerBufferLength),
-                 mpcommBuffer(0x90000, 0x1000)});
-    ASSERT_TRUE(local_sm_->invalidateRemote(peer).ok());
-    auto c = submit({request(Request::WRITE, peer, 64, 0x90000)});
-    EXPECT_EQ(statusOf(c, 0).s, COMPLETED);
-    EXPECT_EQ(adapter_->query_calls, 2) << "the new epoch was not read";
-    release(a);
-    release(b);
-    release(c);
+// the descriptor's lease stands: whatever ends it (`end_lease`) sends the
+// next submission back to the descriptor, even after a submission marked
+// the peer ready (the second one here), and the peer's new registration
+// epoch is read.
+class MpcommReadyPeer : public MpcommDataPath {
+ protected:
+    void expectReResolvedAfter(
+        const std::function<void(SegmentID)>& end_lease) {
+        ASSERT_TRUE(install().ok());
+        SegmentID peer = openPeer();
+        auto a = submit({request(Request::WRITE, peer, 64)});
+        auto b = submit({request(Request::WRITE, peer, 64)});
+        EXPECT_EQ(statusOf(b, 0).s, COMPLETED);
+        EXPECT_EQ(adapter_->query_calls, 1);
+        publishPeer("v1:10.0.0.2:14000",
+                    {mpcommBuffer(kPeerBuffer, kPeerBufferLength),
+                     mpcommBuffer(0x90000, 0x1000)});
+        end_lease(peer);
+        auto c = submit({request(Request::WRITE, peer, 64, 0x90000)});
+        EXPECT_EQ(statusOf(c, 0).s, COMPLETED);
+        EXPECT_EQ(adapter_->query_calls, 2) << "the new epoch was not read";
+        release(a);
+        release(b);
+        release(c);
+    }
+};
+
+TEST_F(MpcommReadyPeer, IsReResolvedAfterAnInvalidation) {
+    expectReResolvedAfter([&](SegmentID peer) {
+        ASSERT_TRUE(local_sm_->invalidateRemote(peer).ok());
+    });
 }
 
-// The same when the descriptor's TTL runs out with no invalidation: the
-// peer marked ready under the lease is not used past the lease's end.
-TEST_F(MpcommDataPath, AReadyPeerIsReResolvedWhenItsLeaseExpires) {
+TEST_F(MpcommReadyPeer, IsReResolvedWhenItsLeaseExpires) {
     constexpr auto kTtl = std::chrono::milliseconds(200);
     local_sm_ = std::make_shared<SegmentManager>(kLocal, fetcher_, kTtl);
     fetcher_->add(kLocal, local_sm_);
     local_cs_ = std::make_shared<ControlService>(local_sm_);
-    ASSERT_TRUE(install().ok());
-    SegmentID peer = openPeer();
-    auto a = submit({request(Request::WRITE, peer, 64)});
-    const auto read_at = SegmentManager::cacheNow();
-    auto b = submit({request(Request::WRITE, peer, 64)});
-    EXPECT_EQ(statusOf(b, 0).s, COMPLETED);
-    EXPECT_EQ(adapter_->query_calls, 1);
-    publishPeer("v1:10.0.0.2:14000",
-                {mpcommBuffer(kPeerBuffer, kPeerBufferLength),
-                 mpcommBuffer(0x90000, 0x1000)});
-    // Time passing is what is tested: nothing else ends the lease.
-    ASSERT_TRUE(testing::waitUntil(
-        [&] { return SegmentManager::cacheNow() > read_at + kTtl; }));
-    auto c = submit({request(Request::WRITE, peer, 64, 0x90000)});
-    EXPECT_EQ(statusOf(c, 0).s, COMPLETED);
-    EXPECT_EQ(adapter_->query_calls, 2) << "the new epoch was not read";
-    release(a);
-    release(b);
-    release(c);
+    expectReResolvedAfter([&](SegmentID) {
+        // After the read: the lease ends by then at the latest. Time
+        // passing is what is tested: nothing else ends the lease.
+        const auto read_by = SegmentManager::cacheNow();
+        ASSERT_TRUE(testing::waitUntil(
+            [&] { return SegmentManager::cacheNow() > read_by + kTtl; }));
+    });
 }
 
 TEST_F(MpcommDataPath, TheBufferListIsNeverReadOnlyTheEpochIs) {
