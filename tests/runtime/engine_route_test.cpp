@@ -126,6 +126,10 @@ TEST(EngineRouteTest, AMemoisedRouteAnswersOnlyItsOwnHint) {
               std::vector<TransferStatusEnum>{COMPLETED});
     EXPECT_EQ(run({write(1024, RDMA)}),
               std::vector<TransferStatusEnum>{FAILED});
+    // A target routed from the memo (TCP, first), then its other hint: the
+    // descriptor the memo's decision did not need is found for it.
+    EXPECT_EQ(run({write(3072, TCP), write(1024, RDMA), write(3072, TCP)}),
+              (std::vector<TransferStatusEnum>{COMPLETED, FAILED, COMPLETED}));
     EXPECT_EQ(std::string(target.data(), 1024), std::string(1024, 'x'));
     EXPECT_EQ(std::string(target.data() + 1024, 1024), std::string(1024, 0))
         << "the RDMA-hinted range stays untouched";
