@@ -123,11 +123,10 @@ const MpcommResolvedPeer* MpcommPeerResolver::readyPeer(
         return nullptr;
     }
     entry.ready_peer = entry.peer.get();
-    // The stamp stands for scope.changes: a lease filled against a later
-    // count (by resolve(), since the scope was taken) is not marked, so
-    // stillReady() need not compare the count.
+    // The stamp stands for scope.changes, so a lease filled against a
+    // later count (by resolve(), since the scope was taken) is not marked.
     // currentPeer() found the lease unexpired at scope.now; the epoch ends
-    // with the first lease it marked (scope()).
+    // with the first lease marked in it (scope()).
     if (entry.lease.seenChanges() == scope.changes) {
         entry.ready_since = scope.ready_stamp;
         scope.cache->epoch_expiry =

@@ -40,9 +40,8 @@ struct MpcommResolveCache;
 // What every resolution of one submission shares, read once per submission
 // rather than per target.
 struct MpcommResolveScope {
-    // The manager's remoteChanges(), read before `now`: stillReady()
-    // checks a lease against it (RemoteLease::currentAt) without reading
-    // shared memory per target.
+    // The manager's remoteChanges(), read before `now`: the epoch stands
+    // for it, and readyPeer() marks only a lease filled against it.
     uint64_t changes = 0;
     SegmentManager::CacheClock::time_point now;
     MpcommResolveCache* cache = nullptr;  // this thread's
@@ -50,8 +49,9 @@ struct MpcommResolveScope {
     // MpcommPeerRegistry::linksLowered(), read before any link is checked.
     uint64_t links_lowered = 0;
     // What readyPeer() marks an entry ready with and stillReady() looks
-    // for: the cache's epoch, which stands for the installation, `changes`
-    // and `links_lowered`; kNeverReady while a suspicion is pending.
+    // for: the cache's epoch, which stands for the installation, `changes`,
+    // `links_lowered` and the leases' TTL; kNeverReady while a suspicion
+    // is pending.
     uint64_t ready_stamp = 0;
     static constexpr uint64_t kNeverReady = ~uint64_t{0};
 };
