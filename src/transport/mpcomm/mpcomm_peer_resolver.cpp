@@ -43,10 +43,11 @@ MpcommResolvedPeer* currentPeer(const MpcommResolveCacheEntry& entry,
 }  // namespace
 
 MpcommResolveScope MpcommPeerResolver::scope() {
-    // A thread_local's address costs a __tls_get_addr() call in a shared
-    // library: once per submission, not per target. Taken once, after the
-    // calls below, and read back through `scope.cache`: the compiler
-    // otherwise looks it up again for every use.
+    // Reached through a TLS descriptor where GCC builds it
+    // (src/CMakeLists.txt; elsewhere a __tls_get_addr() call), and once per
+    // submission, not per target: taken after the calls below and read
+    // back through `scope.cache`, since the compiler otherwise looks it up
+    // again for every use.
     thread_local MpcommResolveCache cache_of_thread;
     MpcommResolveScope scope;
     scope.changes = metadata_->segmentManager().remoteChanges();
