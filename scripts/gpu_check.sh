@@ -6,7 +6,9 @@
 # A cell that fails prints FAIL and the script goes on; the exit status is
 # 1 when any did. Budget: under 8 minutes on a 16-core machine.
 # Env: JOBS, DURATION (seconds per tebench case, default 3), BLOCK (bytes,
-# default 4194304), LOGDIR (default: a temp dir).
+# default 4194304), LOGDIR (default: a temp dir), GPU_CHECK_BIN (a folder
+# holding a USE_CUDA=ON tebench and tent_platform_copy_bw built elsewhere,
+# with their libraries on LD_LIBRARY_PATH: nothing is built).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib_build.sh"
 
@@ -15,18 +17,24 @@ BLOCK="${BLOCK:-4194304}"
 LOGDIR="${LOGDIR:-$(mktemp -d /tmp/gpu_check.XXXXXX)}"
 mkdir -p "$LOGDIR"
 
-if ! cuda_toolkit_root >/dev/null; then
-  echo "gpu_check: no CUDA toolkit (set CUDAToolkit_ROOT)" >&2
-  exit 2
+if [ -n "${GPU_CHECK_BIN:-}" ]; then
+  TEBENCH="$GPU_CHECK_BIN/tebench"
+  COPY_BW="$GPU_CHECK_BIN/tent_platform_copy_bw"
+else
+  if ! cuda_toolkit_root >/dev/null; then
+    echo "gpu_check: no CUDA toolkit (set CUDAToolkit_ROOT)" >&2
+    exit 2
+  fi
+  set -e
+  build_softmpcomm_cuda >"$LOGDIR/build.log" 2>&1
+  build_cuda tebench tent_platform_copy_bw >>"$LOGDIR/build.log" 2>&1
+  set +e
+  TEBENCH="$BUILD_CUDA/benchmark/tebench"
+  COPY_BW="$BUILD_CUDA/benchmark/tent_platform_copy_bw"
 fi
-set -e
-build_softmpcomm_cuda >"$LOGDIR/build.log" 2>&1
-build_cuda tebench tent_platform_copy_bw >>"$LOGDIR/build.log" 2>&1
-set +e
-TEBENCH="$BUILD_CUDA/benchmark/tebench"
 
 step "platform copy bandwidth (cudaMemcpy through the CUDA platform)"
-"$BUILD_CUDA/benchmark/tent_platform_copy_bw" --block_size=$((64 << 20)) \
+"$COPY_BW" --block_size=$((64 << 20)) \
   --duration=1 | tee "$LOGDIR/copy.txt"
 copy_gbps() { awk -v d="$1" '$1 == "copy" && $2 == d { print $4 }' "$LOGDIR/copy.txt"; }
 
