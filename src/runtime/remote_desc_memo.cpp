@@ -48,8 +48,7 @@ Status RemoteDescMemo::get(SegmentManager& segments, SegmentID handle,
 
 void RemoteDescMemo::assign(Entry& slot, SegmentDescRef desc) {
     slot.desc = std::move(desc);
-    slot.all_dram = slot.desc && (slot.desc->type != SegmentType::Memory ||
-                                  slot.desc->getMemory().allDram());
+    slot.all_dram = slot.desc && allDram(*slot.desc);
     slot.route_key = kNoRoute;
     slot.route = nullptr;
 }

@@ -76,6 +76,12 @@ class RemoteDescMemo {
     // half with ones, so no routeKey() is this.
     static constexpr uint64_t kNoRoute = ~uint64_t{0};
 
+    // Whether every buffer `desc` holds is host memory (or it holds none:
+    // a file segment), as its indexBuffers() counted them.
+    static bool allDram(const SegmentDesc& desc) {
+        return desc.type != SegmentType::Memory || desc.getMemory().allDram();
+    }
+
     // One memoised target: its descriptor with the lease it was handed out
     // under, what a submission reads of it on every target change, and the
     // routing decision noted for it. Everything but the descriptor and the
@@ -83,9 +89,7 @@ class RemoteDescMemo {
     struct Entry {
         SegmentDescRef desc;
         SegmentManager::RemoteLease lease;
-        // Whether all of desc's memory is host memory (or it holds none:
-        // a file segment), as its indexBuffers() counted it.
-        bool all_dram = false;
+        bool all_dram = false;  // allDram(*desc)
         uint64_t route_key = kNoRoute;
         Transport* route = nullptr;
         // The decision noted under `key` (routeKey()), or null.

@@ -18,12 +18,6 @@ const std::string* shmUserOf(const SegmentDesc& desc) {
                : nullptr;
 }
 
-// Whether every buffer `desc` holds is host memory (or it holds none: a
-// file segment), as its indexBuffers() counted them.
-bool allDramTarget(const SegmentDesc& desc) {
-    return desc.type != SegmentType::Memory || desc.getMemory().allDram();
-}
-
 }  // namespace
 
 SubmissionRouter::SubmissionRouter(const TransferEngineImpl& engine,
@@ -70,7 +64,8 @@ bool SubmissionRouter::loadTarget(size_t task) {
         s = memo_.get(segments_, last_target_, now_, desc_);
         entry_ = memo_.entryOf(last_target_);
         if (s.ok() && desc_ == nullptr) s = noSegmentDescriptor(last_target_);
-        if (desc_ != nullptr) remote_all_dram_ = allDramTarget(*desc_);
+        if (desc_ != nullptr)
+            remote_all_dram_ = RemoteDescMemo::allDram(*desc_);
     }
     if (!s.ok()) {
         desc_ = nullptr;
@@ -177,7 +172,7 @@ Transport* SubmissionRouter::routeSlow(const Request& request, size_t task) {
             entry_ = memo_.entryOf(last_target_);
             run_transport_ = nullptr;  // decided on the old one
             remote_lookup_.reset();
-            remote_all_dram_ = allDramTarget(*desc_);
+            remote_all_dram_ = RemoteDescMemo::allDram(*desc_);
             if (facts_) noteFacts();
             s = select(request, chosen, missed);
         }

@@ -126,8 +126,6 @@ class MpcommPeerResolver {
     void bind(std::shared_ptr<ControlService> metadata, int remote_tcp_port);
     void unbind() { metadata_.reset(); }
 
-    uint64_t owner() const { return owner_; }
-
     MpcommResolveScope scope();
     // What `target`'s descriptor says about the peer, from this thread's
     // cache while the lease stands (a suspected segment is read afresh);
